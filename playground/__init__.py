@@ -1,0 +1,3 @@
+"""duck-playground: reinforcement learning for small legged robots on MuJoCo MJX."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""Robot-independent machinery: configs, rewards, randomization, PPO, runner."""

@@ -1,0 +1,192 @@
+"""Atomic, step-numbered Orbax checkpoints of the complete training state.
+
+Layout of a run directory::
+
+    <run_dir>/
+      config.json                 effective configuration of the run
+      events.out.tfevents.*       TensorBoard
+      000001048576/               one directory per checkpoint, named by env step
+        meta.json                 step, compatibility fingerprint, versions
+        state/                    Orbax checkpoint: TrainingState + EnvState
+        policy.onnx               the policy for the robot (when exported)
+
+A checkpoint is written into a hidden `.tmp-*` directory and renamed into
+place only when complete, so a process killed at any moment leaves the
+previous checkpoints intact; incomplete directories are never listed and are
+removed on the next start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import jax
+import orbax.checkpoint as ocp
+
+_STEP_DIR = re.compile(r"^\d{12}$")
+META_FILE = "meta.json"
+STATE_DIR = "state"
+
+logger = logging.getLogger(__name__)
+
+
+class CheckpointError(RuntimeError):
+  """A checkpoint path is missing, incomplete, corrupted or incompatible."""
+
+
+def step_dir_name(step: int) -> str:
+  return f"{int(step):012d}"
+
+
+def is_complete(path: Path) -> bool:
+  """True for a finished checkpoint directory (meta and Orbax commit present)."""
+  return (
+      _STEP_DIR.match(path.name) is not None
+      and (path / META_FILE).is_file()
+      and (path / STATE_DIR).is_dir()
+  )
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+  """Complete checkpoints of a run, oldest first."""
+  run_dir = Path(run_dir)
+  if not run_dir.is_dir():
+    return []
+  found = [p for p in run_dir.iterdir() if p.is_dir() and is_complete(p)]
+  return sorted(found, key=lambda p: int(p.name))
+
+
+def latest_checkpoint(run_dir: Path) -> Optional[Path]:
+  found = list_checkpoints(run_dir)
+  return found[-1] if found else None
+
+
+def resolve(path: str | Path) -> Path:
+  """A checkpoint step directory from a step directory or a run directory.
+
+  Raises:
+    CheckpointError: if there is nothing loadable at `path`.
+  """
+  path = Path(path).expanduser()
+  if not path.exists():
+    raise CheckpointError(f"checkpoint path {path} does not exist")
+  if _STEP_DIR.match(path.name):
+    if not is_complete(path):
+      raise CheckpointError(
+          f"checkpoint {path} is incomplete (no {META_FILE} or {STATE_DIR}/); "
+          f"use the run directory {path.parent} to pick its latest complete checkpoint"
+      )
+    return path
+  latest = latest_checkpoint(path)
+  if latest is None:
+    raise CheckpointError(
+        f"{path} holds no complete checkpoint (expected step directories like 000001048576/)"
+    )
+  return latest
+
+
+def read_meta(step_dir: Path) -> dict[str, Any]:
+  try:
+    return json.loads((Path(step_dir) / META_FILE).read_text())
+  except (OSError, json.JSONDecodeError) as e:
+    raise CheckpointError(f"checkpoint {step_dir} has an unreadable {META_FILE}: {e}") from e
+
+
+def cleanup_incomplete(run_dir: Path) -> None:
+  """Removes leftovers of checkpoint writes that were killed."""
+  run_dir = Path(run_dir)
+  if not run_dir.is_dir():
+    return
+  for p in run_dir.iterdir():
+    if p.name.startswith(".tmp-"):
+      logger.warning("removing incomplete checkpoint %s", p)
+      shutil.rmtree(p, ignore_errors=True)
+
+
+def save(
+    run_dir: Path,
+    step: int,
+    tree: Any,
+    meta: dict[str, Any],
+    extra: Optional[Callable[[Path], None]] = None,
+) -> Path:
+  """Writes checkpoint `step` atomically and returns its directory.
+
+  Args:
+    run_dir: the run directory.
+    step: env step count, names the directory.
+    tree: pytree to store with Orbax (arrays may live on any device).
+    meta: JSON-serializable metadata.
+    extra: optional `fn(tmp_dir)` writing more files (e.g. the ONNX policy)
+      before the directory is published; its exceptions are logged, not raised.
+  """
+  run_dir = Path(run_dir)
+  final = run_dir / step_dir_name(step)
+  if final.exists():
+    return final
+  tmp = run_dir / f".tmp-{step_dir_name(step)}-{os.getpid()}"
+  shutil.rmtree(tmp, ignore_errors=True)
+  tmp.mkdir(parents=True)
+  checkpointer = ocp.StandardCheckpointer()
+  checkpointer.save(tmp / STATE_DIR, tree)
+  checkpointer.wait_until_finished()
+  checkpointer.close()
+  if extra is not None:
+    try:
+      extra(tmp)
+    except Exception:  # pylint: disable=broad-except
+      logger.exception("writing extra checkpoint files failed at step %d (training continues)", step)
+  (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
+  _fsync_dir(tmp)
+  os.rename(tmp, final)
+  _fsync_dir(run_dir)
+  return final
+
+
+def restore(step_dir: Path, abstract_tree: Any) -> Any:
+  """Restores the Orbax state of `step_dir` into the structure of `abstract_tree`.
+
+  Raises:
+    CheckpointError: if the files are missing, truncated or do not match.
+  """
+  try:
+    with ocp.StandardCheckpointer() as checkpointer:
+      return checkpointer.restore(Path(step_dir) / STATE_DIR, abstract_tree)
+  except Exception as e:  # pylint: disable=broad-except
+    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    raise CheckpointError(f"cannot load checkpoint {step_dir}: {reason[:300]}") from e
+
+
+def prune(run_dir: Path, keep_last: int) -> None:
+  """Deletes all but the newest `keep_last` complete checkpoints (0 keeps all)."""
+  if keep_last <= 0:
+    return
+  for old in list_checkpoints(run_dir)[:-keep_last]:
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def abstract(tree: Any) -> Any:
+  """ShapeDtypeStructs (with shardings) describing `tree`, for `restore`."""
+  return jax.tree_util.tree_map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None)),
+      tree,
+  )
+
+
+def _fsync_dir(path: Path) -> None:
+  try:
+    fd = os.open(path, os.O_RDONLY)
+  except OSError:
+    return
+  try:
+    os.fsync(fd)
+  except OSError:
+    pass
+  finally:
+    os.close(fd)

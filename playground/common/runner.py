@@ -1,0 +1,751 @@
+"""`BaseRunner`: configuration, run directories, the training loop and its CLI.
+
+A robot package subclasses `BaseRunner` and provides its environments,
+randomization and PPO settings (the abstract methods). Everything else is
+shared: command-line flags, presets and `--set` overrides, the JAX persistent
+compilation cache, run directories with exact resume, the jit-compiled PPO
+step, evaluation, TensorBoard/console progress and atomic checkpoints.
+
+The Python loop only calls the compiled step and two callbacks:
+`progress_callback(step, metrics)` and `checkpoint_callback(step, ...)`.
+"""
+
+from __future__ import annotations
+
+import abc
+import argparse
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any, ClassVar, Optional, Sequence
+
+from ml_collections import config_dict
+
+from playground.common import config as config_lib
+from playground.common.config import ConfigError
+
+logger = logging.getLogger("playground")
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CACHE_DIR = REPO_ROOT / ".tmp" / "jax_cache"
+RESTORE_MODES = ("all", "model", "except-critic")
+STOP_TIMEOUT_S = 30.0
+_PACKAGES = (
+    "duck-playground", "jax", "jaxlib", "brax", "flax", "optax", "mujoco", "mujoco-mjx",
+    "playground", "orbax-checkpoint", "onnx", "onnxruntime", "warp-lang",
+)
+
+
+class RunError(RuntimeError):
+  """A user-facing error of a run (printed as one line, exit status 2)."""
+
+
+class NonFiniteError(RuntimeError):
+  """The loss or the parameters became NaN/inf."""
+
+
+@dataclasses.dataclass
+class RunArgs:
+  """Command-line options of a training run (see `BaseRunner.parser`)."""
+
+  env: str
+  task: str
+  preset: str = "full"
+  num_timesteps: Optional[int] = None
+  num_envs: Optional[int] = None
+  output_dir: str = "checkpoints"
+  exp_name: Optional[str] = None
+  seed: int = 0
+  overrides: Sequence[str] = ()
+  resume: bool = False
+  overwrite: bool = False
+  restore_checkpoint_path: Optional[str] = None
+  restore_mode: str = "all"
+  checkpoint_every: Optional[int] = None
+  keep_last: Optional[int] = None
+  eval_every: Optional[int] = None
+  log_every: Optional[int] = None
+  compilation_cache_dir: Optional[str] = None
+
+
+@dataclasses.dataclass
+class ResolvedConfig:
+  """The effective configuration after presets, flags and overrides."""
+
+  env_config: config_dict.ConfigDict
+  ppo_config: config_dict.ConfigDict
+
+
+class _Interrupted(Exception):
+  pass
+
+
+class BaseRunner(abc.ABC):
+  """Trains PPO policies for one robot's environments.
+
+  Subclasses set `robot` and implement the abstract methods. Construct with
+  `RunArgs` and call `run()`, or call `main(argv)` for the command line.
+  """
+
+  robot: ClassVar[str] = "robot"
+  presets: ClassVar[tuple[str, ...]] = ("full", "quick", "smoke")
+  default_env: ClassVar[str] = ""
+  default_task: ClassVar[str] = ""
+
+  def __init__(self, args: RunArgs):
+    self.args = args
+    self._stop = threading.Event()
+    self._stop_requested_at: Optional[float] = None
+    self.run_dir: Optional[Path] = None
+    self.reporter = None
+    self._last_checkpoint_step: Optional[int] = None
+
+  # ---- What a robot runner provides.
+
+  @abc.abstractmethod
+  def env_names(self) -> Sequence[str]:
+    """Names accepted by --env."""
+
+  @abc.abstractmethod
+  def task_names(self, env_name: str) -> Sequence[str]:
+    """Names accepted by --task for `env_name`."""
+
+  @abc.abstractmethod
+  def default_env_config(self, env_name: str) -> config_dict.ConfigDict:
+    """The env's `default_config()`."""
+
+  @abc.abstractmethod
+  def make_env(self, env_name: str, task: str, env_config: config_dict.ConfigDict):
+    """Builds the unbatched MJX environment."""
+
+  @abc.abstractmethod
+  def make_randomizer(self, env, env_config: config_dict.ConfigDict):
+    """Returns `fn(mjx_model, keys) -> (model, in_axes)` or None."""
+
+  @abc.abstractmethod
+  def ppo_config(self, env_name: str, preset: str) -> config_dict.ConfigDict:
+    """This robot's PPO hyper-parameters for a preset."""
+
+  def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
+    """Env config changes a preset makes (flattened keys); none by default."""
+    del env_name, preset
+    return {}
+
+  def make_eval_env(self, env_name: str, task: str, env_config: config_dict.ConfigDict):
+    """The evaluation environment; the training env by default."""
+    return self.make_env(env_name, task, env_config)
+
+  def export_policy(self, directory: Path, step: int, ppo, training_state, context: dict) -> None:
+    """Writes deployable policy files next to a checkpoint (none by default)."""
+    del directory, step, ppo, training_state, context
+
+  # ---- Configuration.
+
+  def resolve_config(self) -> ResolvedConfig:
+    """Applies preset, flags and `--set` overrides; validates every choice.
+
+    Raises:
+      ConfigError: for an unknown env, task, preset or key, or a bad value.
+    """
+    a = self.args
+    config_lib.check_choice("--env", a.env, self.env_names())
+    config_lib.check_choice("--task", a.task, self.task_names(a.env))
+    config_lib.check_choice("--preset", a.preset, self.presets)
+    config_lib.check_choice("--restore_mode", a.restore_mode, RESTORE_MODES)
+    if a.restore_mode != "all" and not a.restore_checkpoint_path:
+      raise ConfigError(
+          f"--restore_mode {a.restore_mode} needs --restore_checkpoint_path (a checkpoint to take weights from)"
+      )
+    if a.resume and a.overwrite:
+      raise ConfigError("--resume and --overwrite exclude each other: pick one")
+    if a.resume and a.restore_checkpoint_path:
+      raise ConfigError(
+          "--resume continues this run's own checkpoints; drop --restore_checkpoint_path or --resume"
+      )
+    env_config = self.default_env_config(a.env)
+    preset_env = self.preset_env_overrides(a.env, a.preset)
+    if preset_env:
+      env_config = config_lib.apply_overrides(
+          env_config, [(k, json.dumps(v) if not isinstance(v, str) else v) for k, v in preset_env.items()]
+      )
+    ppo = self.ppo_config(a.env, a.preset)
+    for name in ("num_timesteps", "num_envs", "eval_every", "log_every"):
+      value = getattr(a, name)
+      if value is not None:
+        if value <= 0:
+          raise ConfigError(f"--{name} must be positive, got {value}")
+        ppo[name] = value
+    if a.num_envs is not None and (ppo.batch_size * ppo.num_minibatches) % a.num_envs:
+      # Keep the batch a whole number of rollouts: one minibatch per env slice.
+      ppo.batch_size = a.num_envs
+    env_over, ppo_over = [], []
+    for key, raw in config_lib.parse_overrides(a.overrides):
+      (ppo_over if key.startswith("ppo.") else env_over).append(
+          (key.removeprefix("ppo."), raw)
+      )
+    try:
+      env_config = config_lib.apply_overrides(env_config, env_over)
+    except ConfigError as e:
+      valid = list(config_lib.flatten(env_config)) + [f"ppo.{k}" for k in config_lib.flatten(ppo)]
+      if "unknown config key" in str(e):
+        key = str(e).split("'")[1]
+        raise ConfigError(config_lib.unknown_key_message(key, valid)) from None
+      raise
+    try:
+      ppo = config_lib.apply_overrides(ppo, ppo_over)
+    except ConfigError as e:
+      if "unknown config key" in str(e):
+        key = "ppo." + str(e).split("'")[1]
+        raise ConfigError(
+            config_lib.unknown_key_message(key, [f"ppo.{k}" for k in config_lib.flatten(ppo)])
+        ) from None
+      raise
+    if a.checkpoint_every is not None and a.checkpoint_every <= 0:
+      raise ConfigError(f"--checkpoint_every must be positive, got {a.checkpoint_every}")
+    if a.keep_last is not None and a.keep_last < 0:
+      raise ConfigError(f"--keep_last must be >= 0 (0 keeps all), got {a.keep_last}")
+    return ResolvedConfig(env_config=env_config, ppo_config=ppo)
+
+  # ---- Run directory.
+
+  def _exp_name(self) -> str:
+    if self.args.exp_name:
+      return self.args.exp_name
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{self.robot}_{self.args.env}_{self.args.task}_{stamp}"
+
+  def prepare_run_dir(self) -> tuple[Path, Optional[Path]]:
+    """Decides the run directory and the checkpoint to resume, touching nothing.
+
+    Returns:
+      (run_dir, checkpoint to restore or None).
+
+    Raises:
+      RunError: existing directory without --resume/--overwrite, or
+        --resume without a checkpoint.
+    """
+    from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+
+    a = self.args
+    run_dir = (Path(a.output_dir).expanduser() / self._exp_name()).resolve()
+    restore = None
+    if a.resume:
+      if not run_dir.is_dir():
+        raise RunError(f"--resume: run directory {run_dir} does not exist (check --output_dir and --exp_name)")
+      restore = checkpointing.latest_checkpoint(run_dir)
+      if restore is None:
+        raise RunError(f"--resume: {run_dir} holds no complete checkpoint to resume from")
+    elif run_dir.exists() and not a.overwrite:
+      raise RunError(
+          f"FileExistsError: run directory {run_dir} already exists; pass --resume to continue it "
+          "or --overwrite to delete it and start over"
+      )
+    if a.restore_checkpoint_path:
+      try:
+        restore = checkpointing.resolve(a.restore_checkpoint_path)
+      except checkpointing.CheckpointError as e:
+        raise RunError(str(e)) from None
+      if a.overwrite and run_dir.exists() and Path(restore).resolve().is_relative_to(run_dir.resolve()):
+        raise RunError(
+            f"--overwrite would delete {run_dir}, which holds the checkpoint to restore; "
+            "choose another --exp_name"
+        )
+    return run_dir, restore
+
+  # ---- Callbacks.
+
+  def progress_callback(self, step: int, metrics: dict[str, float]) -> None:
+    """Writes `metrics` to TensorBoard and prints the progress line."""
+    if self.reporter is None:
+      return
+    self.reporter.write(step, metrics)
+    if "perf/sps" in metrics:
+      self.reporter.console(step, metrics["perf/sps"])
+
+  def checkpoint_callback(self, step: int, training_state, env_state, ctx: dict) -> Path:
+    """Saves the complete training state (and policy files) as checkpoint `step`."""
+    from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+
+    ppo = ctx["ppo"]
+    tree = {"training_state": training_state, "env_state": ctx["venv"].compact(env_state)}
+    meta = {
+        "step": int(step),
+        "compat": ctx["compat"],
+        "versions": ctx["versions"],
+        "created": datetime.datetime.now().isoformat(timespec="seconds"),
+        "config_file": "../config.json",
+    }
+    path = checkpointing.save(
+        self.run_dir,
+        step,
+        tree,
+        meta,
+        extra=lambda d: self.export_policy(d, step, ppo, training_state, ctx),
+    )
+    checkpointing.prune(self.run_dir, ctx["keep_last"])
+    self._last_checkpoint_step = int(step)
+    logger.info("checkpoint %s", path)
+    return path
+
+  # ---- Running.
+
+  def compat_fingerprint(self, cfg: ResolvedConfig, ppo, obs_shapes) -> dict[str, Any]:
+    """What a checkpoint must agree on to be restored into this run."""
+    p = cfg.ppo_config
+    return {
+        "robot": self.robot,
+        "env": self.args.env,
+        "task": self.args.task,
+        "observation_shapes": _jsonable(obs_shapes),
+        "action_size": int(ppo.venv.action_size),
+        "policy_hidden_layer_sizes": list(p.policy_hidden_layer_sizes),
+        "value_hidden_layer_sizes": list(p.value_hidden_layer_sizes),
+        "activation": p.activation,
+        "normalize_observations": bool(p.normalize_observations),
+        "num_envs": int(p.num_envs),
+    }
+
+  def _check_compat(self, saved: dict[str, Any], current: dict[str, Any], mode: str) -> None:
+    network_keys = (
+        "observation_shapes", "action_size", "policy_hidden_layer_sizes",
+        "value_hidden_layer_sizes", "activation", "normalize_observations",
+    )
+    keys = network_keys + (("robot", "env", "task", "num_envs") if mode == "all" else ())
+    for key in keys:
+      if saved.get(key) != current.get(key):
+        hint = " or use --restore_mode model to take only the weights" if key in ("env", "task", "num_envs") else ""
+        raise RunError(
+            f"incompatible checkpoint: {key} is {saved.get(key)} in the checkpoint but "
+            f"{current.get(key)} in this run; use the checkpoint's settings{hint}"
+        )
+
+  def run(self) -> int:
+    """Runs training; returns the process exit status."""
+    cfg = self.resolve_config()
+    run_dir, restore_dir = self.prepare_run_dir()
+    restore_meta = None
+    if restore_dir is not None:
+      from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+
+      try:
+        restore_meta = checkpointing.read_meta(restore_dir)
+      except checkpointing.CheckpointError as e:
+        raise RunError(str(e)) from None
+      saved = restore_meta.get("compat", {})
+      self._check_compat_early(saved, cfg)
+    setup_compilation_cache(self.args.compilation_cache_dir)
+    return self._train(cfg, run_dir, restore_dir, restore_meta)
+
+  def _check_compat_early(self, saved: dict[str, Any], cfg: ResolvedConfig) -> None:
+    """Checks the config-level fingerprint before anything is compiled."""
+    p = cfg.ppo_config
+    current = {
+        "robot": self.robot,
+        "env": self.args.env,
+        "task": self.args.task,
+        "policy_hidden_layer_sizes": list(p.policy_hidden_layer_sizes),
+        "value_hidden_layer_sizes": list(p.value_hidden_layer_sizes),
+        "activation": p.activation,
+        "normalize_observations": bool(p.normalize_observations),
+        "num_envs": int(p.num_envs),
+    }
+    mode = "all" if self.args.resume else self.args.restore_mode
+    for key, value in current.items():
+      if mode != "all" and key in ("robot", "env", "task", "num_envs"):
+        continue
+      if key in saved and saved[key] != value:
+        hint = (
+            "; use --restore_mode model to take only the weights"
+            if key in ("env", "task", "num_envs") and not self.args.resume
+            else ""
+        )
+        raise RunError(
+            f"incompatible checkpoint: {key} is {saved[key]} in the checkpoint but {value} "
+            f"in this run (pass the checkpoint's value{hint})"
+        )
+
+  def _train(self, cfg: ResolvedConfig, run_dir: Path, restore_dir, restore_meta) -> int:
+    # Heavy imports only once the command line is known to be valid.
+    import jax  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+    from playground.common import evaluation  # pylint: disable=import-outside-toplevel
+    from playground.common import ppo as ppo_lib  # pylint: disable=import-outside-toplevel
+    from playground.common import progress  # pylint: disable=import-outside-toplevel
+    from playground.common import training_env  # pylint: disable=import-outside-toplevel
+
+    a, p = self.args, cfg.ppo_config
+    env = self.make_env(a.env, a.task, cfg.env_config)
+    episode_length = int(cfg.env_config.episode_length) if "episode_length" in cfg.env_config else 1000
+    venv = training_env.VecEnv(
+        env, episode_length, self.make_randomizer(env, cfg.env_config), randomization_seed=a.seed
+    )
+    try:
+      ppo = ppo_lib.PPO(venv, p)
+    except ValueError as e:
+      raise RunError(str(e)) from None
+    eval_env = self.make_eval_env(a.env, a.task, cfg.env_config)
+    eval_venv = training_env.VecEnv(
+        eval_env, episode_length, self.make_randomizer(eval_env, cfg.env_config),
+        randomization_seed=a.seed + 1_000_003,
+    )
+    evaluator = evaluation.Evaluator(eval_venv, ppo.make_policy, p.num_eval_envs, seed=a.seed + 17)
+    compat = self.compat_fingerprint(cfg, ppo, ppo.obs_shapes)
+    if restore_meta is not None:
+      self._check_compat(restore_meta.get("compat", {}), compat, "all" if a.resume else a.restore_mode)
+
+    # Create (or reuse) the run directory only now that everything is valid.
+    if a.overwrite and run_dir.exists():
+      logger.warning("--overwrite: deleting %s", run_dir)
+      shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    checkpointing.cleanup_incomplete(run_dir)
+    self.run_dir = run_dir
+    versions = package_versions()
+    keep_last = a.keep_last if a.keep_last is not None else int(p.get("keep_last", 5))
+    checkpoint_every = a.checkpoint_every or int(p.get("checkpoint_every", p.num_timesteps))
+    write_config(run_dir, self, cfg, versions, restore_dir)
+
+    ts = ppo.init_training_state(a.seed)
+    env_state = ppo.init_env_state()
+    start_step = 0
+    if restore_dir is not None:
+      ts, env_state, start_step = self._restore(
+          ppo, venv, ts, env_state, restore_dir, "all" if a.resume else a.restore_mode
+      )
+    total = int(p.num_timesteps)
+    self._last_checkpoint_step = start_step if a.resume else None
+    self.reporter = progress.ProgressReporter(run_dir, total, start_step)
+    ctx = dict(
+        ppo=ppo, venv=venv, compat=compat, versions=versions, keep_last=keep_last,
+        env_config=cfg.env_config, env=env, env_name=a.env, task=a.task,
+    )
+    logger.info(
+        "run %s: %s/%s on %s, %d envs, %s steps (%d per iteration), start at %s",
+        run_dir, a.env, a.task, jax.devices()[0].platform, p.num_envs, f"{total:,}",
+        ppo.env_steps_per_iteration, f"{start_step:,}",
+    )
+    if start_step >= total:
+      logger.info("nothing to do: the checkpoint is at step %s >= --num_timesteps %s", f"{start_step:,}", f"{total:,}")
+      self.reporter.close()
+      return 0
+
+    result: dict[str, Any] = {}
+
+    def worker():
+      try:
+        result["status"] = self._loop(
+            ppo, evaluator, ts, env_state, start_step, total, checkpoint_every, ctx, np
+        )
+      except BaseException as e:  # pylint: disable=broad-except
+        result["error"] = e
+
+    thread = threading.Thread(target=worker, name="training", daemon=True)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+      signal.signal(s, self._on_signal)
+    try:
+      thread.start()
+      while thread.is_alive():
+        thread.join(0.2)
+        if self._stop_requested_at is not None and time.monotonic() - self._stop_requested_at > STOP_TIMEOUT_S:
+          logger.error(
+              "could not finish the current step and save within %.0f s; exiting without a new "
+              "checkpoint (the last complete one is kept)", STOP_TIMEOUT_S,
+          )
+          self.reporter.close()
+          os._exit(1)  # pylint: disable=protected-access
+    finally:
+      for s, handler in previous.items():
+        signal.signal(s, handler)
+    self.reporter.close()
+    if "error" in result:
+      raise result["error"]
+    if result.get("status") == "interrupted":
+      logger.info(
+          "interrupted: saved checkpoint at step %s. Resume with: %s",
+          f"{self._last_checkpoint_step:,}", resume_command(self.args, run_dir),
+      )
+    return 0
+
+  def _on_signal(self, signum, frame) -> None:
+    del frame
+    if self._stop.is_set():
+      logger.warning("second signal: exiting immediately without saving")
+      os._exit(130)  # pylint: disable=protected-access
+    logger.warning(
+        "%s received: finishing the current step and saving a checkpoint (press Ctrl-C again to "
+        "exit without saving)", signal.Signals(signum).name,
+    )
+    self._stop_requested_at = time.monotonic()
+    self._stop.set()
+
+  def _restore(self, ppo, venv, ts, env_state, restore_dir, mode):
+    import jax  # pylint: disable=import-outside-toplevel
+
+    from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+
+    template = {"training_state": ts, "env_state": venv.compact(env_state)}
+    try:
+      tree = checkpointing.restore(restore_dir, checkpointing.abstract(template))
+    except checkpointing.CheckpointError as e:
+      raise RunError(str(e)) from None
+    saved_ts = tree["training_state"]
+    if mode == "all":
+      env_state = venv.expand(tree["env_state"], env_state)
+      step = int(saved_ts.env_steps)
+      logger.info("resumed everything from %s at step %s", restore_dir, f"{step:,}")
+      return saved_ts, env_state, step
+    params = ts.params.replace(policy=saved_ts.params.policy)
+    if mode == "model":
+      params = params.replace(value=saved_ts.params.value)
+    ts = ts.replace(
+        params=params,
+        normalizer_params=saved_ts.normalizer_params,
+        optimizer_state=ppo.optimizer.init(params),
+    )
+    ts = jax.device_put(ts, ppo.replicated)
+    logger.info("restored %s weights and normalizer from %s; step counter starts at 0",
+                "policy+value" if mode == "model" else "policy", restore_dir)
+    return ts, env_state, 0
+
+  def _loop(self, ppo, evaluator, ts, env_state, start_step, total, checkpoint_every, ctx, np):
+    import jax  # pylint: disable=import-outside-toplevel
+
+    p = ppo.config
+    spi = ppo.env_steps_per_iteration
+    step = start_step
+    t0 = time.monotonic()
+    compiled = ppo.train_step.lower(ts, env_state).compile()
+    compile_time = time.monotonic() - t0
+    logger.info("training step compiled in %.1f s", compile_time)
+    self.progress_callback(step, {"perf/compile_time_s": compile_time})
+    next_log = _next_multiple(step, p.log_every)
+    next_eval = _next_multiple(step, p.eval_every)
+    next_ckpt = _next_multiple(step, checkpoint_every)
+    if step == 0:
+      self._evaluate(evaluator, ppo, ts, step)
+    sps_timer = (time.monotonic(), step)
+    pending: list[dict] = []
+    while step < total:
+      if self._stop.is_set():
+        self._save(step, ts, env_state, ctx)
+        return "interrupted"
+      ts, env_state, metrics = compiled(ts, env_state)
+      step += spi
+      finite = bool(jax.device_get(metrics["train/finite"]))
+      if not finite:
+        raise NonFiniteError(
+            f"training diverged at step {step:,}: the loss or the parameters are NaN/inf; "
+            f"the last good checkpoint is kept (step {self._last_checkpoint_step})"
+        )
+      pending.append(metrics)
+      if step >= next_log or step >= total:
+        fetched = jax.device_get(pending)
+        pending = []
+        merged = _merge_metrics(fetched, np)
+        now = time.monotonic()
+        merged["perf/sps"] = (step - sps_timer[1]) / max(now - sps_timer[0], 1e-9)
+        sps_timer = (now, step)
+        self.progress_callback(step, merged)
+        next_log = _next_multiple(step, p.log_every)
+      if step >= next_eval or step >= total:
+        self._evaluate(evaluator, ppo, ts, step)
+        next_eval = _next_multiple(step, p.eval_every)
+        sps_timer = (time.monotonic(), step)
+      if step >= next_ckpt and step < total:
+        self._save(step, ts, env_state, ctx)
+        next_ckpt = _next_multiple(step, checkpoint_every)
+        sps_timer = (time.monotonic(), step)
+    self._save(step, ts, env_state, ctx)
+    return "done"
+
+  def _evaluate(self, evaluator, ppo, ts, step: int) -> None:
+    t0 = time.monotonic()
+    metrics = evaluator.run(ppo.inference_params(ts))
+    metrics["perf/eval_time_s"] = time.monotonic() - t0
+    self.progress_callback(step, metrics)
+
+  def _save(self, step, ts, env_state, ctx) -> None:
+    if self._last_checkpoint_step == step:
+      return
+    self.checkpoint_callback(step, ts, env_state, ctx)
+
+  # ---- Command line.
+
+  @classmethod
+  def parser(cls) -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog=f"{cls.robot} runner",
+        description=f"Train a PPO policy for {cls.robot} in MuJoCo MJX.",
+    )
+    parser.add_argument("--env", default=cls.default_env, help="environment name")
+    parser.add_argument("--task", default=cls.default_task, help="task / scene variant")
+    parser.add_argument("--preset", default="full", help="full (GPU), quick (CPU, ~15 min) or smoke (CPU, <3 min)")
+    parser.add_argument("--num_timesteps", type=int, help="total env steps (overrides the preset)")
+    parser.add_argument("--num_envs", type=int, help="parallel environments (overrides the preset)")
+    parser.add_argument("--output_dir", default="checkpoints", help="parent of run directories")
+    parser.add_argument("--exp_name", help="run directory name (default: robot_env_task_timestamp)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="config override, e.g. reward_config.scales.alive=10 or ppo.learning_rate=1e-4")
+    parser.add_argument("--resume", action="store_true", help="continue the latest checkpoint of --exp_name")
+    parser.add_argument("--overwrite", action="store_true", help="delete an existing run directory first")
+    parser.add_argument("--restore_checkpoint_path", help="checkpoint step directory or run directory to start from")
+    parser.add_argument("--restore_mode", default="all", help="all | model | except-critic")
+    parser.add_argument("--checkpoint_every", type=int, help="env steps between checkpoints")
+    parser.add_argument("--keep_last", type=int, help="checkpoints to keep (0 keeps all)")
+    parser.add_argument("--eval_every", type=int, help="env steps between evaluations")
+    parser.add_argument("--log_every", type=int, help="env steps between progress lines")
+    parser.add_argument("--compilation_cache_dir", help=f"JAX persistent cache (default {DEFAULT_CACHE_DIR})")
+    return parser
+
+  @classmethod
+  def main(cls, argv: Optional[Sequence[str]] = None) -> int:
+    """Command-line entry point; returns the exit status."""
+    # XLA's C++ logs (e.g. spurious CPU-feature notes when the persistent
+    # cache is read) would drown the progress lines; Python errors still show.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    setup_logging()
+    try:
+      ns = cls.parser().parse_args(argv)
+    except _UsageError as e:
+      logger.error("error: %s", e)
+      return 2
+    args = RunArgs(**vars(ns))
+    runner = cls(args)
+    try:
+      return runner.run()
+    except (ConfigError, RunError) as e:
+      logger.error("error: %s", e)
+      return 2
+    except NonFiniteError as e:
+      logger.error("error: %s", e)
+      return 3
+
+
+class _UsageError(Exception):
+  pass
+
+
+class _OneLineParser(argparse.ArgumentParser):
+  """argparse that reports errors as one line naming the valid flags."""
+
+  def error(self, message):
+    if "unrecognized arguments" in message:
+      flags = sorted(
+          opt for action in self._actions for opt in action.option_strings if opt.startswith("--")
+      )
+      bad = message.split(":", 1)[1].strip().split()[0]
+      message = f"unrecognized flag {bad}{config_lib.suggest(bad, flags)}; valid flags: {', '.join(flags)}"
+    raise _UsageError(message)
+
+
+def _next_multiple(step: int, every: int) -> int:
+  return (step // every + 1) * every
+
+
+def _merge_metrics(batch: list[dict], np) -> dict[str, float]:
+  """Averages per-iteration metrics; episode stats weighted by episode count."""
+  out: dict[str, float] = {}
+  counts = np.array([float(m.get("episode/count", 0.0)) for m in batch])
+  for key in batch[0]:
+    values = np.array([float(m[key]) for m in batch])
+    if key == "episode/count":
+      out[key] = float(values.sum())
+    elif key.startswith("episode/"):
+      out[key] = float((values * counts).sum() / counts.sum()) if counts.sum() > 0 else float("nan")
+    elif key != "train/finite":
+      out[key] = float(values.mean())
+  return out
+
+
+def _jsonable(value: Any) -> Any:
+  if isinstance(value, dict):
+    return {k: _jsonable(v) for k, v in value.items()}
+  if isinstance(value, (tuple, list)):
+    return [_jsonable(v) for v in value]
+  return value
+
+
+def setup_logging() -> None:
+  if not logging.getLogger().handlers:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
+        stream=sys.stderr,
+    )
+  for noisy in ("absl", "jax._src", "orbax", "etils"):
+    logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def setup_compilation_cache(cache_dir: Optional[str]) -> Path:
+  """Enables JAX's persistent compilation cache in `cache_dir` (or the default)."""
+  import jax  # pylint: disable=import-outside-toplevel
+
+  path = Path(cache_dir or os.environ.get("PLAYGROUND_JAX_CACHE", DEFAULT_CACHE_DIR)).expanduser()
+  path.mkdir(parents=True, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", str(path))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return path
+
+
+def package_versions() -> dict[str, str]:
+  out = {}
+  for name in _PACKAGES:
+    try:
+      out[name] = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      out[name] = "not installed"
+  return out
+
+
+def git_commit() -> Optional[str]:
+  try:
+    out = subprocess.run(
+        ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
+    )
+    return out.stdout.strip() or None if out.returncode == 0 else None
+  except (OSError, subprocess.SubprocessError):
+    return None
+
+
+def write_config(run_dir: Path, runner: BaseRunner, cfg: ResolvedConfig, versions, restore_dir) -> None:
+  """Writes the run's effective configuration to `config.json`."""
+  payload = {
+      "robot": runner.robot,
+      "env": runner.args.env,
+      "task": runner.args.task,
+      "preset": runner.args.preset,
+      "env_config": cfg.env_config.to_dict(),
+      "ppo_config": cfg.ppo_config.to_dict(),
+      "flags": dataclasses.asdict(runner.args),
+      "versions": versions,
+      "git_commit": git_commit(),
+      "restored_from": str(restore_dir) if restore_dir else None,
+      "written": datetime.datetime.now().isoformat(timespec="seconds"),
+  }
+  (run_dir / "config.json").write_text(json.dumps(_jsonable(payload), indent=2, default=str))
+
+
+def resume_command(args: RunArgs, run_dir: Path) -> str:
+  script = " ".join(sys.argv[:1]) if sys.argv and sys.argv[0].endswith(".py") else "runner.py"
+  parts = [f"uv run {script}", f"--env {args.env}", f"--task {args.task}", f"--preset {args.preset}",
+           f"--output_dir {run_dir.parent}", f"--exp_name {run_dir.name}", "--resume"]
+  if args.num_timesteps:
+    parts.append(f"--num_timesteps {args.num_timesteps}")
+  if args.num_envs:
+    parts.append(f"--num_envs {args.num_envs}")
+  parts += [f"--set {o}" for o in args.overrides]
+  return " ".join(parts)

@@ -1,0 +1,1 @@
+"""Open Duck Mini V2: model, tasks, randomization and training runner."""

@@ -1,0 +1,505 @@
+"""Open Duck Mini V2 model loading and the base class of its MJX environments.
+
+`load_model(task)` builds every scene from the project's MJCF: the rough
+terrain gets its procedural heightfield and the `_backlash` tasks get a
+passive backlash joint in series with every actuated joint.
+
+`OpenDuckMiniV2Env` holds what the tasks share: name resolution, sensor
+reading, the action pipeline (delay, scaling, servo speed limit), sensor noise
+and IMU delay, pushes, termination and the observation. A task subclass
+provides commands and rewards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+from ml_collections import config_dict
+from mujoco import mjx
+from mujoco_playground import MjxEnv, State
+
+from playground.common import config as config_lib
+from playground.common import mjcf
+from playground.common import randomize
+from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import observations as obs_lib
+
+MAX_DELAY_STEPS = 3
+
+
+def load_spec(task: str, terrain_seed: int = consts.TERRAIN_SEED) -> mujoco.MjSpec:
+  """The MjSpec of a task's scene (see `constants.TASKS`)."""
+  config_lib.check_choice("--task", task, consts.TASKS)
+  terrain = task.removesuffix("_backlash")
+  spec = mujoco.MjSpec.from_file(str(consts.XML_DIR / f"scene_{terrain}.xml"))
+  if terrain == "rough_terrain":
+    hfield = spec.hfield("terrain")
+    hfield.userdata = mjcf.procedural_heightfield(hfield.nrow, hfield.ncol, terrain_seed).ravel()
+  if task.endswith("_backlash"):
+    mjcf.add_backlash(
+        spec,
+        consts.JOINT_NAMES,
+        half_range=consts.BACKLASH_HALF_RANGE,
+        damping=consts.BACKLASH_DAMPING,
+        armature=consts.BACKLASH_ARMATURE,
+    )
+  return spec
+
+
+def load_model(task: str, terrain_seed: int = consts.TERRAIN_SEED) -> mujoco.MjModel:
+  """Compiles the MuJoCo model of a task's scene."""
+  return load_spec(task, terrain_seed).compile()
+
+
+@dataclasses.dataclass(frozen=True)
+class RobotIndices:
+  """Indices resolved by name from a compiled model (numpy, static)."""
+
+  act_qpos: np.ndarray
+  act_dof: np.ndarray
+  backlash_qpos: np.ndarray
+  backlash_dof: np.ndarray
+  head_act: np.ndarray
+  imu_site: int
+  root_body: int
+  home_qpos: np.ndarray
+  home_ctrl: np.ndarray
+  ctrl_lower: np.ndarray
+  ctrl_upper: np.ndarray
+  qpos0_nominal: np.ndarray
+  sensors: Mapping[str, tuple[int, int]]
+
+  @classmethod
+  def from_model(cls, m: mujoco.MjModel) -> "RobotIndices":
+    def find(objtype, name):
+      idx = mujoco.mj_name2id(m, objtype, name)
+      if idx < 0:
+        raise ValueError(f"the Open Duck Mini V2 model has no {objtype.name[6:].lower()} named '{name}'")
+      return idx
+
+    actuators = [find(mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in consts.ACTUATOR_NAMES]
+    if actuators != list(range(len(consts.ACTUATOR_NAMES))):
+      raise ValueError("actuators must be declared in constants.ACTUATOR_NAMES order")
+    joints = [find(mujoco.mjtObj.mjOBJ_JOINT, n) for n in consts.JOINT_NAMES]
+    backlash = [
+        mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, f"{n}_backlash") for n in consts.JOINT_NAMES
+    ]
+    backlash = [j for j in backlash if j >= 0]
+    key = find(mujoco.mjtObj.mjOBJ_KEY, consts.HOME_KEYFRAME)
+    sensors = {}
+    for name in (
+        consts.GYRO_SENSOR,
+        consts.ACCELEROMETER_SENSOR,
+        consts.LOCAL_LINVEL_SENSOR,
+        consts.GLOBAL_LINVEL_SENSOR,
+        consts.GLOBAL_ANGVEL_SENSOR,
+        *consts.FEET_POS_SENSORS,
+        *consts.FEET_LINVEL_SENSORS,
+        *consts.FEET_CONTACT_SENSORS,
+    ):
+      s = find(mujoco.mjtObj.mjOBJ_SENSOR, name)
+      sensors[name] = (int(m.sensor_adr[s]), int(m.sensor_dim[s]))
+    act_qpos = m.jnt_qposadr[joints]
+    return cls(
+        act_qpos=act_qpos,
+        act_dof=m.jnt_dofadr[joints],
+        backlash_qpos=m.jnt_qposadr[backlash].astype(int),
+        backlash_dof=m.jnt_dofadr[backlash].astype(int),
+        head_act=np.array([consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]),
+        imu_site=find(mujoco.mjtObj.mjOBJ_SITE, consts.IMU_SITE),
+        root_body=find(mujoco.mjtObj.mjOBJ_BODY, consts.ROOT_BODY),
+        home_qpos=np.array(m.key_qpos[key]),
+        home_ctrl=np.array(m.key_ctrl[key]),
+        ctrl_lower=np.array(m.actuator_ctrlrange[:, 0]),
+        ctrl_upper=np.array(m.actuator_ctrlrange[:, 1]),
+        qpos0_nominal=np.array(m.qpos0[act_qpos]),
+        sensors=sensors,
+    )
+
+  def sensor(self, data: Any, name: str) -> jax.Array:
+    adr, dim = self.sensors[name]
+    return data.sensordata[adr : adr + dim]
+
+
+def read(ids: RobotIndices, model: Any, data: Any) -> obs_lib.Readings:
+  """Noiseless readings from an `mjx.Data` or a `mujoco.MjData`.
+
+  Args:
+    ids: indices of the model.
+    model: the (possibly randomized) model; its qpos0 holds the servo zero
+      offsets set by domain randomization.
+    data: the simulation state after `mj_forward`/`mjx.step`.
+  """
+  q = jp.asarray(data.qpos)
+  offsets = jp.asarray(model.qpos0)[ids.act_qpos] - ids.qpos0_nominal
+  imu_rot = jp.asarray(data.site_xmat)[ids.imu_site].reshape(3, 3)
+  feet_pos = jp.stack([ids.sensor(data, n) for n in consts.FEET_POS_SENSORS])
+  base_pos = jp.asarray(data.xpos)[ids.root_body]
+  return obs_lib.Readings(
+      gyro=jp.asarray(ids.sensor(data, consts.GYRO_SENSOR)),
+      accelerometer=jp.asarray(ids.sensor(data, consts.ACCELEROMETER_SENSOR)),
+      gravity=imu_rot.T @ jp.array([0.0, 0.0, -1.0]),
+      local_linvel=jp.asarray(ids.sensor(data, consts.LOCAL_LINVEL_SENSOR)),
+      global_linvel=jp.asarray(ids.sensor(data, consts.GLOBAL_LINVEL_SENSOR)),
+      global_angvel=jp.asarray(ids.sensor(data, consts.GLOBAL_ANGVEL_SENSOR)),
+      joint_pos=q[ids.act_qpos] - offsets - ids.home_ctrl,
+      joint_vel=jp.asarray(data.qvel)[ids.act_dof],
+      actuator_force=jp.asarray(data.actuator_force),
+      feet_contacts=jp.concatenate(
+          [ids.sensor(data, n) for n in consts.FEET_CONTACT_SENSORS]
+      ).astype(jp.float32).clip(0.0, 1.0),
+      feet_pos=feet_pos,
+      feet_vel=jp.concatenate([ids.sensor(data, n) for n in consts.FEET_LINVEL_SENSORS]),
+      base_pos=base_pos,
+      base_height=jp.reshape(base_pos[2] - jp.min(feet_pos[:, 2]), (1,)),
+  )
+
+
+def motor_targets(
+    ids: RobotIndices,
+    action: jax.Array,
+    command: jax.Array,
+    previous_targets: jax.Array,
+    action_scale: float,
+    max_motor_velocity: float,
+    ctrl_dt: float,
+) -> jax.Array:
+  """Servo targets: home + scale * action (+ head command), speed-limited.
+
+  The change of each target per control step is clipped to
+  `max_motor_velocity * ctrl_dt`, as the STS3215 cannot move faster, and the
+  result is clipped to the actuator control range.
+  """
+  targets = jp.asarray(ids.home_ctrl) + action_scale * action
+  targets = targets.at[ids.head_act].add(command[3:7])
+  max_delta = max_motor_velocity * ctrl_dt
+  targets = jp.clip(targets, previous_targets - max_delta, previous_targets + max_delta)
+  return jp.clip(targets, ids.ctrl_lower, ids.ctrl_upper)
+
+
+def base_config() -> config_dict.ConfigDict:
+  """Settings shared by all Open Duck Mini V2 tasks."""
+  return config_dict.ConfigDict(
+      dict(
+          ctrl_dt=0.02,
+          sim_dt=0.002,
+          episode_length=1000,
+          impl="jax",
+          naconmax=8 * 8192,  # warp only: contact buffer for the whole batch
+          njmax=96,  # warp only: constraint rows per env
+          action_scale=0.25,
+          max_motor_velocity=5.24,  # rad/s, STS3215 at 7.4 V
+          gait_frequency=1.0 / 0.54,  # Hz, advances the phase observation
+          reset=dict(
+              xy_range=0.5,  # m, +-U spawn position
+              joint_noise=0.05,  # rad, +-U around the home pose
+              base_vel_noise=0.05,  # m/s and rad/s, +-U
+          ),
+          noise_config=dict(
+              level=1.0,
+              scales=dict(
+                  gyro=0.1,
+                  accelerometer=0.05,
+                  joint_pos_legs=0.01,
+                  joint_pos_head=0.02,
+                  joint_vel_legs=1.0,
+                  joint_vel_head=1.0,
+              ),
+          ),
+          delay=dict(
+              action_steps=(0, 1),  # min, max control steps of action delay (<= 3)
+              imu_steps=(0, 1),  # min, max control steps of IMU delay (<= 3)
+          ),
+          push_config=dict(
+              enable=True,
+              interval_range=(5.0, 10.0),  # s between pushes
+              magnitude_range=(0.05, 0.3),  # m/s velocity kick of the base
+          ),
+          termination=dict(
+              min_base_height=0.08,  # m of trunk above the lowest foot
+              min_up_z=0.5,  # trunk z axis must stay within 60 deg of vertical
+          ),
+          domain_randomization=randomize.default_config(),
+      )
+  )
+
+
+class OpenDuckMiniV2Env(MjxEnv):
+  """Shared MJX environment logic of the Open Duck Mini V2 tasks.
+
+  Subclasses implement `sample_command(rng, info)`, `compute_rewards(...)`
+  and `default_config()`.
+  """
+
+  def __init__(
+      self,
+      task: str = "flat_terrain",
+      config: config_dict.ConfigDict | None = None,
+      config_overrides: Mapping[str, Any] | None = None,
+  ):
+    config = config if config is not None else self.default_config()
+    if config_overrides:
+      config = config_dict.ConfigDict(config.to_dict())
+      config.update_from_flattened_dict(dict(config_overrides))
+    for name in ("action_steps", "imu_steps"):
+      lo, hi = config.delay[name]
+      if not 0 <= lo <= hi <= MAX_DELAY_STEPS:
+        raise config_lib.ConfigError(
+            f"delay.{name} must satisfy 0 <= min <= max <= {MAX_DELAY_STEPS}, got {(lo, hi)}"
+        )
+    super().__init__(config)
+    self._task = task
+    self._mj_model = load_model(task)
+    self._mj_model.opt.timestep = self._config.sim_dt
+    self._mjx_model = mjx.put_model(self._mj_model, impl=self._config.impl)
+    self._ids = RobotIndices.from_model(self._mj_model)
+    self._xml_path = str(consts.XML_DIR / f"scene_{task.removesuffix('_backlash')}.xml")
+
+  @classmethod
+  def default_config(cls) -> config_dict.ConfigDict:
+    raise NotImplementedError
+
+  # ---- Accessors required by MjxEnv.
+
+  @property
+  def xml_path(self) -> str:
+    return self._xml_path
+
+  @property
+  def action_size(self) -> int:
+    return obs_lib.NUM_ACTIONS
+
+  @property
+  def mj_model(self) -> mujoco.MjModel:
+    return self._mj_model
+
+  @property
+  def mjx_model(self) -> mjx.Model:
+    return self._mjx_model
+
+  @property
+  def ids(self) -> RobotIndices:
+    return self._ids
+
+  @property
+  def config(self) -> config_dict.ConfigDict:
+    return self._config
+
+  @property
+  def task(self) -> str:
+    return self._task
+
+  # ---- Task hooks.
+
+  def sample_command(self, rng: jax.Array) -> jax.Array:
+    """A new 7-dim command (vx, vy, yaw rate, neck/head offsets)."""
+    raise NotImplementedError
+
+  def compute_rewards(
+      self,
+      readings: obs_lib.Readings,
+      info: dict[str, Any],
+      action: jax.Array,
+      terminated: jax.Array,
+      first_contact: jax.Array,
+  ) -> dict[str, jax.Array]:
+    """Unweighted reward terms for the terms with a non-zero scale."""
+    raise NotImplementedError
+
+  # ---- Shared pieces, used by training and playback alike.
+
+  def make_data(self, qpos: jax.Array, qvel: jax.Array, ctrl: jax.Array) -> mjx.Data:
+    data = mjx.make_data(
+        self._mj_model,
+        impl=self._config.impl,
+        naconmax=self._config.naconmax,
+        njmax=self._config.njmax,
+    )
+    return data.replace(qpos=qpos, qvel=qvel, ctrl=ctrl)
+
+  def initial_info(self, rng: jax.Array, readings: obs_lib.Readings) -> dict[str, Any]:
+    """Per-episode state after a reset, given the readings of the first state."""
+    cfg = self._config
+    rng, k_cmd, k_adelay, k_idelay, k_push, k_timer = jax.random.split(rng, 6)
+    imu = jp.concatenate([readings.gyro, readings.accelerometer])
+    return {
+        "rng": rng,
+        "command": self.sample_command(k_cmd),
+        "command_timer": self._command_interval(k_timer),
+        "last_actions": jp.zeros((obs_lib.ACTION_HISTORY, obs_lib.NUM_ACTIONS)),
+        "motor_targets": jp.asarray(self._ids.home_ctrl, dtype=jp.float32),
+        "action_buffer": jp.zeros((MAX_DELAY_STEPS + 1, obs_lib.NUM_ACTIONS)),
+        "action_delay": jax.random.randint(
+            k_adelay, (), cfg.delay.action_steps[0], cfg.delay.action_steps[1] + 1
+        ),
+        "imu_buffer": jp.tile(imu, (MAX_DELAY_STEPS + 1, 1)),
+        "imu_delay": jax.random.randint(
+            k_idelay, (), cfg.delay.imu_steps[0], cfg.delay.imu_steps[1] + 1
+        ),
+        "phase": jp.zeros(()),
+        "feet_air_time": jp.zeros(2),
+        "push_timer": self._push_interval(k_push),
+        "step": jp.zeros((), dtype=jp.int32),
+    }
+
+  def observe(
+      self, readings: obs_lib.Readings, info: Mapping[str, Any], key: jax.Array
+  ) -> tuple[dict[str, jax.Array], jax.Array]:
+    """Observation dict and the updated IMU buffer.
+
+    Args:
+      readings: noiseless readings of the current state.
+      info: episode state (command, action history, delays, phase, ...).
+      key: PRNG key for the sensor noise.
+    """
+    cfg = self._config.noise_config
+    noisy = obs_lib.add_noise(readings, key, cfg.scales, cfg.level)
+    imu_buffer = obs_lib.imu_push(info["imu_buffer"], noisy.gyro, noisy.accelerometer)
+    obs = obs_lib.build(
+        noisy=noisy,
+        clean=readings,
+        imu_sample=imu_buffer[info["imu_delay"]],
+        command=info["command"],
+        last_actions=info["last_actions"].ravel(),
+        motor_targets=info["motor_targets"],
+        phase=info["phase"],
+        feet_air_time=info["feet_air_time"],
+    )
+    return obs, imu_buffer
+
+  def apply_action(self, info: dict[str, Any], action: jax.Array) -> dict[str, Any]:
+    """Delays the action and turns it into speed-limited motor targets."""
+    cfg = self._config
+    action_buffer = jp.roll(info["action_buffer"], 1, axis=0).at[0].set(action)
+    delayed = action_buffer[info["action_delay"]]
+    targets = motor_targets(
+        self._ids,
+        delayed,
+        info["command"],
+        info["motor_targets"],
+        cfg.action_scale,
+        cfg.max_motor_velocity,
+        cfg.ctrl_dt,
+    )
+    return {**info, "action_buffer": action_buffer, "motor_targets": targets}
+
+  def physics(self, data: mjx.Data, ctrl: jax.Array) -> mjx.Data:
+    """Holds `ctrl` for one control period (n_substeps MJX steps)."""
+    model = self.mjx_model
+    data = data.replace(ctrl=ctrl)
+
+    def substep(d, _):
+      return mjx.step(model, d), None
+
+    return jax.lax.scan(substep, data, None, length=self.n_substeps)[0]
+
+  # ---- MjxEnv API.
+
+  def reset(self, rng: jax.Array) -> State:
+    cfg = self._config.reset
+    ids = self._ids
+    rng, k_xy, k_yaw, k_q, k_v, k_obs, k_info = jax.random.split(rng, 7)
+    qpos = jp.asarray(ids.home_qpos, dtype=jp.float32)
+    xy = jax.random.uniform(k_xy, (2,), minval=-cfg.xy_range, maxval=cfg.xy_range)
+    yaw = jax.random.uniform(k_yaw, (), minval=-jp.pi, maxval=jp.pi)
+    qpos = qpos.at[0:2].add(xy)
+    qpos = qpos.at[3:7].set(jp.array([jp.cos(yaw / 2), 0.0, 0.0, jp.sin(yaw / 2)]))
+    qpos = qpos.at[ids.act_qpos].add(
+        jax.random.uniform(k_q, (len(ids.act_qpos),), minval=-cfg.joint_noise, maxval=cfg.joint_noise)
+    )
+    qvel = jp.zeros(self._mj_model.nv)
+    qvel = qvel.at[0:6].set(
+        jax.random.uniform(k_v, (6,), minval=-cfg.base_vel_noise, maxval=cfg.base_vel_noise)
+    )
+    ctrl = jp.asarray(ids.home_ctrl, dtype=jp.float32)
+    data = mjx.forward(self.mjx_model, self.make_data(qpos, qvel, ctrl))
+    readings = read(ids, self.mjx_model, data)
+    info = self.initial_info(k_info, readings)
+    obs, info["imu_buffer"] = self.observe(readings, info, k_obs)
+    metrics = {f"reward/{name}": jp.zeros(()) for name in self.active_reward_terms}
+    return State(data, obs, jp.zeros(()), jp.zeros(()), metrics, info)
+
+  @property
+  def active_reward_terms(self) -> tuple[str, ...]:
+    """Names of the reward terms with a non-zero scale (the only ones computed)."""
+    return tuple(k for k, v in self._config.reward_config.scales.items() if v != 0.0)
+
+  def step(self, state: State, action: jax.Array) -> State:
+    cfg = self._config
+    info = dict(state.info)
+    rng, k_push, k_obs, k_cmd, k_timer, k_push_timer = jax.random.split(info["rng"], 6)
+    info["rng"] = rng
+    data = state.data
+
+    # Random pushes: a horizontal velocity kick of the base every few seconds.
+    if cfg.push_config.enable:
+      info["push_timer"] = info["push_timer"] - 1
+      push = info["push_timer"] <= 0
+      k_angle, k_mag = jax.random.split(k_push)
+      angle = jax.random.uniform(k_angle, (), maxval=2 * jp.pi)
+      magnitude = jax.random.uniform(
+          k_mag, (), minval=cfg.push_config.magnitude_range[0], maxval=cfg.push_config.magnitude_range[1]
+      )
+      kick = magnitude * jp.array([jp.cos(angle), jp.sin(angle)]) * push
+      data = data.replace(qvel=data.qvel.at[0:2].add(kick))
+      info["push_timer"] = jp.where(push, self._push_interval(k_push_timer), info["push_timer"])
+
+    info = self.apply_action(info, action)
+    data = self.physics(data, info["motor_targets"])
+    readings = read(self._ids, self.mjx_model, data)
+
+    contact = readings.feet_contacts > 0.5
+    first_contact = (info["feet_air_time"] > 0.0) & contact
+    info["feet_air_time"] = info["feet_air_time"] + self.dt
+
+    up_z = -readings.gravity[2]
+    nan = jp.isnan(data.qpos).any() | jp.isnan(data.qvel).any()
+    fell = (up_z < cfg.termination.min_up_z) | (
+        readings.base_height[0] < cfg.termination.min_base_height
+    )
+    terminated = fell | nan
+
+    terms = self.compute_rewards(readings, info, action, terminated, first_contact)
+    scales = cfg.reward_config.scales
+    weighted = {name: scales[name] * value * self.dt for name, value in terms.items()}
+    reward = sum(weighted.values()) if weighted else jp.zeros(())
+    reward = jp.where(jp.isfinite(reward), reward, 0.0)
+
+    # Bookkeeping for the next step.
+    info["feet_air_time"] = jp.where(contact, 0.0, info["feet_air_time"])
+    info["last_actions"] = jp.roll(info["last_actions"], 1, axis=0).at[0].set(action)
+    info["phase"] = jp.mod(info["phase"] + 2 * jp.pi * cfg.gait_frequency * self.dt, 2 * jp.pi)
+    info["step"] = info["step"] + 1
+    info["command_timer"] = info["command_timer"] - 1
+    resample = info["command_timer"] <= 0
+    info["command"] = jp.where(resample, self.sample_command(k_cmd), info["command"])
+    info["command_timer"] = jp.where(
+        resample, self._command_interval(k_timer), info["command_timer"]
+    )
+    obs, info["imu_buffer"] = self.observe(readings, info, k_obs)
+    obs = jax.tree_util.tree_map(lambda x: jp.where(jp.isfinite(x), x, 0.0), obs)
+
+    metrics = {f"reward/{name}": jp.where(jp.isfinite(v), v, 0.0) for name, v in weighted.items()}
+    return state.replace(
+        data=data,
+        obs=obs,
+        reward=reward,
+        done=terminated.astype(jp.float32),
+        metrics=metrics,
+        info=info,
+    )
+
+  # ---- Helpers.
+
+  def _command_interval(self, rng: jax.Array) -> jax.Array:
+    lo, hi = self._config.command_config.resample_interval
+    return jp.round(jax.random.uniform(rng, (), minval=lo, maxval=hi) / self.dt).astype(jp.int32)
+
+  def _push_interval(self, rng: jax.Array) -> jax.Array:
+    lo, hi = self._config.push_config.interval_range
+    return jp.round(jax.random.uniform(rng, (), minval=lo, maxval=hi) / self.dt).astype(jp.int32)

@@ -1,0 +1,161 @@
+"""Observation layout and observation function of the Open Duck Mini V2.
+
+This module is the single source of truth for what the policy sees. The MJX
+training environments, the MuJoCo C playback and the ONNX export all use the
+layout and functions below; nothing else assembles observation vectors.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import jax
+import jax.numpy as jp
+from flax import struct
+
+from playground.common.observation import ObservationLayout
+
+NUM_ACTIONS = 14
+ACTION_HISTORY = 3
+COMMAND_SIZE = 7
+COMMAND_NAMES = ("vx", "vy", "yaw_rate", "neck_pitch", "head_pitch", "head_yaw", "head_roll")
+
+#: Actor observation `state` (101 floats), in this order.
+STATE_LAYOUT = ObservationLayout((
+    ("gyro", 3),
+    ("accelerometer", 3),
+    ("command", COMMAND_SIZE),
+    ("joint_pos", NUM_ACTIONS),  # measured joint position minus home pose
+    ("joint_vel", NUM_ACTIONS),  # measured joint velocity x 0.05
+    ("last_actions", NUM_ACTIONS * ACTION_HISTORY),  # newest first
+    ("motor_targets", NUM_ACTIONS),
+    ("feet_contacts", 2),  # left, right
+    ("phase", 2),  # cos, sin of the gait phase
+))
+
+#: Critic observation `privileged_state`: the actor's view plus noiseless truth.
+PRIVILEGED_LAYOUT = STATE_LAYOUT.extend(
+    ("gyro_clean", 3),
+    ("accelerometer_clean", 3),
+    ("gravity", 3),  # gravity direction in the IMU frame
+    ("local_linvel", 3),
+    ("global_angvel", 3),
+    ("joint_pos_clean", NUM_ACTIONS),
+    ("joint_vel_clean", NUM_ACTIONS),
+    ("actuator_force", NUM_ACTIONS),
+    ("feet_vel", 6),
+    ("feet_air_time", 2),
+    ("base_height", 1),
+)
+
+JOINT_VEL_SCALE = 0.05
+
+
+@struct.dataclass
+class Readings:
+  """Noiseless physical quantities read from a simulation state.
+
+  `joint_pos` is what the servo encoders report (true angle minus the
+  servo's zero offset) minus the home pose.
+  """
+
+  gyro: jax.Array
+  accelerometer: jax.Array
+  gravity: jax.Array
+  local_linvel: jax.Array
+  global_linvel: jax.Array
+  global_angvel: jax.Array
+  joint_pos: jax.Array
+  joint_vel: jax.Array
+  actuator_force: jax.Array
+  feet_contacts: jax.Array
+  feet_pos: jax.Array
+  feet_vel: jax.Array
+  base_pos: jax.Array
+  base_height: jax.Array
+
+
+def add_noise(
+    readings: Readings, key: jax.Array, scales: Mapping[str, Any], level: float
+) -> Readings:
+  """Uniform sensor noise: value + level * scale * U(-1, 1), per joint group.
+
+  Args:
+    readings: noiseless readings.
+    key: PRNG key.
+    scales: `noise_config.scales` with gyro, accelerometer, joint_pos_legs,
+      joint_pos_head, joint_vel_legs and joint_vel_head.
+    level: global multiplier; 0 disables noise.
+  """
+  if level == 0.0:
+    return readings
+  k = jax.random.split(key, 4)
+  head = jp.zeros(NUM_ACTIONS, dtype=bool).at[5:9].set(True)
+  pos_scale = jp.where(head, scales["joint_pos_head"], scales["joint_pos_legs"])
+  vel_scale = jp.where(head, scales["joint_vel_head"], scales["joint_vel_legs"])
+  u = lambda key, shape: jax.random.uniform(key, shape, minval=-1.0, maxval=1.0)  # noqa: E731
+  return readings.replace(
+      gyro=readings.gyro + level * scales["gyro"] * u(k[0], (3,)),
+      accelerometer=readings.accelerometer + level * scales["accelerometer"] * u(k[1], (3,)),
+      joint_pos=readings.joint_pos + level * pos_scale * u(k[2], (NUM_ACTIONS,)),
+      joint_vel=readings.joint_vel + level * vel_scale * u(k[3], (NUM_ACTIONS,)),
+  )
+
+
+def imu_push(buffer: jax.Array, gyro: jax.Array, accelerometer: jax.Array) -> jax.Array:
+  """Pushes the newest IMU sample (gyro, accelerometer) at index 0."""
+  sample = jp.concatenate([gyro, accelerometer])
+  return jp.roll(buffer, 1, axis=0).at[0].set(sample)
+
+
+def build(
+    noisy: Readings,
+    clean: Readings,
+    imu_sample: jax.Array,
+    command: jax.Array,
+    last_actions: jax.Array,
+    motor_targets: jax.Array,
+    phase: jax.Array,
+    feet_air_time: jax.Array,
+) -> dict[str, jax.Array]:
+  """Assembles `state` and `privileged_state` from readings and env state.
+
+  Args:
+    noisy: readings with sensor noise (the actor's view).
+    clean: the same readings without noise.
+    imu_sample: (gyro, accelerometer) as the actor receives them, i.e. noisy
+      and possibly delayed.
+    command: the 7-dim command.
+    last_actions: (3, 14) previous policy actions, newest first.
+    motor_targets: the servo position targets sent at the last step.
+    phase: gait phase in radians.
+    feet_air_time: seconds each foot has been off the ground.
+  """
+  blocks = dict(
+      gyro=imu_sample[:3],
+      accelerometer=imu_sample[3:],
+      command=command,
+      joint_pos=noisy.joint_pos,
+      joint_vel=noisy.joint_vel * JOINT_VEL_SCALE,
+      last_actions=last_actions,
+      motor_targets=motor_targets,
+      feet_contacts=noisy.feet_contacts,
+      phase=jp.array([jp.cos(phase), jp.sin(phase)]),
+  )
+  privileged = dict(
+      gyro_clean=clean.gyro,
+      accelerometer_clean=clean.accelerometer,
+      gravity=clean.gravity,
+      local_linvel=clean.local_linvel,
+      global_angvel=clean.global_angvel,
+      joint_pos_clean=clean.joint_pos,
+      joint_vel_clean=clean.joint_vel,
+      actuator_force=clean.actuator_force,
+      feet_vel=clean.feet_vel,
+      feet_air_time=feet_air_time,
+      base_height=clean.base_height,
+  )
+  return {
+      "state": STATE_LAYOUT.concat(blocks),
+      "privileged_state": PRIVILEGED_LAYOUT.concat({**blocks, **privileged}),
+  }
