@@ -23,8 +23,9 @@ import logging
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any
 
 import jax
 import orbax.checkpoint as ocp
@@ -62,7 +63,7 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
   return sorted(found, key=lambda p: int(p.name))
 
 
-def latest_checkpoint(run_dir: Path) -> Optional[Path]:
+def latest_checkpoint(run_dir: Path) -> Path | None:
   found = list_checkpoints(run_dir)
   return found[-1] if found else None
 
@@ -114,7 +115,7 @@ def save(
     step: int,
     tree: Any,
     meta: dict[str, Any],
-    extra: Optional[Callable[[Path], None]] = None,
+    extra: Callable[[Path], None] | None = None,
 ) -> Path:
   """Writes checkpoint `step` atomically and returns its directory.
 

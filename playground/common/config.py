@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import ast
 import difflib
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable
+from collections.abc import Mapping
+from collections.abc import Sequence
+from typing import Any
 
 from ml_collections import config_dict
 
@@ -69,7 +72,7 @@ def _coerce(key: str, default: Any, raw: str) -> Any:
   if isinstance(default, (tuple, list)):
     if not isinstance(value, (tuple, list)):
       raise ConfigError(f"--set {key}: expected a list like [1, 2], got {raw!r}")
-    if len(default) and len(value) != len(default):
+    if len(default) and len(value) != len(default) and not key.endswith("_sizes"):
       raise ConfigError(
           f"--set {key}: expected {len(default)} values, got {len(value)}"
       )

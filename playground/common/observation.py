@@ -9,7 +9,8 @@ and analysis tools (to slice a recorded observation by name).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax.numpy as jp
 
@@ -40,7 +41,7 @@ class ObservationLayout:
       start += size
     return out
 
-  def extend(self, *fields: tuple[str, int]) -> "ObservationLayout":
+  def extend(self, *fields: tuple[str, int]) -> ObservationLayout:
     """Returns a new layout with `fields` appended."""
     return ObservationLayout(self.fields + tuple(fields))
 

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Mapping
+from collections.abc import Callable
+from collections.abc import Mapping
+from typing import Any
 
 import flax
 import jax
@@ -41,6 +43,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from ml_collections import config_dict
 
+from playground.common.ppo_config import default_config  # noqa: F401  (re-export)
 from playground.common.training_env import EnvState
 from playground.common.training_env import StepResult
 from playground.common.training_env import VecEnv
@@ -53,36 +56,6 @@ ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
     "relu": linen.relu,
     "tanh": linen.tanh,
 }
-
-
-def default_config() -> config_dict.ConfigDict:
-  """PPO hyper-parameters (each robot runner provides its own values)."""
-  return config_dict.ConfigDict(
-      dict(
-          num_timesteps=1_000_000,
-          num_envs=256,
-          unroll_length=20,
-          batch_size=256,
-          num_minibatches=8,
-          num_updates_per_batch=4,
-          learning_rate=3e-4,
-          entropy_cost=1e-2,
-          discounting=0.97,
-          gae_lambda=0.95,
-          clipping_epsilon=0.2,
-          reward_scaling=1.0,
-          max_grad_norm=1.0,
-          normalize_observations=True,
-          policy_hidden_layer_sizes=(128, 128, 128),
-          value_hidden_layer_sizes=(256, 256, 256),
-          activation="swish",
-          policy_obs_key="state",
-          value_obs_key="privileged_state",
-          num_eval_envs=128,
-          eval_every=1_000_000,
-          log_every=100_000,
-      )
-  )
 
 
 @flax.struct.dataclass
@@ -209,7 +182,12 @@ class PPO:
     key = jax.random.PRNGKey(seed)
     key, key_policy, key_value = jax.random.split(key, 3)
     params = ppo_losses.PPONetworkParams(
-        policy=self.network.policy_network.init(key_policy),
+        policy=init_policy_head(
+            self.network.policy_network.init(key_policy),
+            self.venv.action_size,
+            self.config.init_noise_std,
+            self.config.init_action_mean_scale,
+        ),
         value=self.network.value_network.init(key_value),
     )
     obs_spec = jax.tree_util.tree_map(
@@ -338,6 +316,25 @@ class PPO:
   def inference_params(self, ts: TrainingState):
     """(normalizer, policy, value) params on the host, as Brax's `make_policy` expects."""
     return jax.device_get((ts.normalizer_params, ts.params.policy, ts.params.value))
+
+
+def init_policy_head(policy_params: Any, action_size: int, noise_std: float, mean_scale: float) -> Any:
+  """Initializes the output layer of a Brax tanh-normal policy.
+
+  The last layer outputs (loc, raw_scale), scale = softplus(raw_scale) +
+  0.001. Its loc weights are scaled by `mean_scale` (a small value starts the
+  policy at "action 0", i.e. the robot's home pose, as CleanRL does) and its
+  raw_scale bias is set so that the initial action noise is `noise_std`
+  (Brax's default gives softplus(0) ~= 0.69).
+  """
+  layers = policy_params["params"]
+  last = sorted(layers, key=lambda name: int(name.rsplit("_", 1)[-1]))[-1]
+  kernel, bias = layers[last]["kernel"], layers[last]["bias"]
+  kernel = kernel.at[:, :action_size].multiply(mean_scale)
+  bias = bias.at[:action_size].multiply(mean_scale)
+  raw = float(np.log(np.expm1(max(noise_std - 0.001, 1e-6))))
+  bias = bias.at[action_size:].set(raw)
+  return {**policy_params, "params": {**layers, last: {"kernel": kernel, "bias": bias}}}
 
 
 def _episode_stats(result: StepResult) -> dict[str, jax.Array]:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Optional
 
 import numpy as np
 from tensorboardX import SummaryWriter
@@ -38,14 +38,14 @@ class ProgressReporter:
     start_step: env steps already done (non-zero when resuming).
   """
 
-  def __init__(self, log_dir: Optional[Path], total_steps: int, start_step: int = 0):
+  def __init__(self, log_dir: Path | None, total_steps: int, start_step: int = 0):
     self._writer = SummaryWriter(logdir=str(log_dir), flush_secs=10) if log_dir else None
     self._total = total_steps
     self._start_step = start_step
     self._start_time = time.monotonic()
     self._last_step = start_step
     self._last_time = self._start_time
-    self.last_eval_reward: Optional[float] = None
+    self.last_eval_reward: float | None = None
 
   def steps_per_second(self, step: int) -> float:
     """Throughput since the previous call (resets the interval)."""

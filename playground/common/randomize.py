@@ -11,7 +11,8 @@ built, so a renamed or missing element is a clear error, not a silent wrong id.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from collections.abc import Callable
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jp

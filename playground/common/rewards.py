@@ -97,3 +97,39 @@ def feet_slip(contact: jp.ndarray, feet_linvel_xy: jp.ndarray) -> jp.ndarray:
 def joint_limits(qpos: jp.ndarray, lower: jp.ndarray, upper: jp.ndarray) -> jp.ndarray:
   """Cost: how far joints are beyond their soft limits."""
   return jp.sum(jp.clip(lower - qpos, 0.0, None) + jp.clip(qpos - upper, 0.0, None))
+
+
+def imitation(
+    joint_pos: jp.ndarray,
+    joint_vel: jp.ndarray,
+    foot_contacts: jp.ndarray,
+    local_linvel: jp.ndarray,
+    yaw_rate: jp.ndarray,
+    reference: dict[str, jp.ndarray],
+    sigmas: dict[str, float],
+) -> dict[str, jp.ndarray]:
+  """Components (each in [0, 1]) of the imitation reward against a reference frame.
+
+  Args:
+    joint_pos, joint_vel: the imitated joints (e.g. the legs), absolute angles.
+    foot_contacts: measured contacts (0/1), left and right.
+    local_linvel: base linear velocity in the base frame.
+    yaw_rate: base yaw rate.
+    reference: the reference frame, with the same joints selected, keys
+      joint_pos, joint_vel, foot_contacts, base_linvel, base_angvel.
+    sigmas: kernel widths for joint_pos, joint_vel, base_linvel, base_angvel.
+
+  Returns:
+    joint_pos, joint_vel, base_linvel, base_angvel: exp(-|error|^2 / sigma);
+    foot_contacts: share of feet whose contact state matches the reference.
+  """
+  ref_contacts = reference["foot_contacts"] > 0.5
+  return {
+      "joint_pos": jp.exp(-jp.sum(jp.square(joint_pos - reference["joint_pos"])) / sigmas["joint_pos"]),
+      "joint_vel": jp.exp(-jp.sum(jp.square(joint_vel - reference["joint_vel"])) / sigmas["joint_vel"]),
+      "foot_contacts": jp.mean((foot_contacts > 0.5) == ref_contacts),
+      "base_linvel": jp.exp(
+          -jp.sum(jp.square(local_linvel[:2] - reference["base_linvel"][:2])) / sigmas["base_linvel"]
+      ),
+      "base_angvel": jp.exp(-jp.square(yaw_rate - reference["base_angvel"][2]) / sigmas["base_angvel"]),
+  }

@@ -25,9 +25,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, ClassVar, Optional, Sequence
+from typing import Any
+from typing import ClassVar
 
 from ml_collections import config_dict
 
@@ -61,21 +63,21 @@ class RunArgs:
   env: str
   task: str
   preset: str = "full"
-  num_timesteps: Optional[int] = None
-  num_envs: Optional[int] = None
+  num_timesteps: int | None = None
+  num_envs: int | None = None
   output_dir: str = "checkpoints"
-  exp_name: Optional[str] = None
+  exp_name: str | None = None
   seed: int = 0
   overrides: Sequence[str] = ()
   resume: bool = False
   overwrite: bool = False
-  restore_checkpoint_path: Optional[str] = None
+  restore_checkpoint_path: str | None = None
   restore_mode: str = "all"
-  checkpoint_every: Optional[int] = None
-  keep_last: Optional[int] = None
-  eval_every: Optional[int] = None
-  log_every: Optional[int] = None
-  compilation_cache_dir: Optional[str] = None
+  checkpoint_every: int | None = None
+  keep_last: int | None = None
+  eval_every: int | None = None
+  log_every: int | None = None
+  compilation_cache_dir: str | None = None
 
 
 @dataclasses.dataclass
@@ -86,8 +88,16 @@ class ResolvedConfig:
   ppo_config: config_dict.ConfigDict
 
 
-class _Interrupted(Exception):
-  pass
+@dataclasses.dataclass
+class Session:
+  """What a run trains with: envs, learner, evaluator and its fingerprint."""
+
+  cfg: ResolvedConfig
+  env: Any
+  venv: Any
+  ppo: Any
+  evaluator: Any
+  compat: dict[str, Any]
 
 
 class BaseRunner(abc.ABC):
@@ -105,10 +115,10 @@ class BaseRunner(abc.ABC):
   def __init__(self, args: RunArgs):
     self.args = args
     self._stop = threading.Event()
-    self._stop_requested_at: Optional[float] = None
-    self.run_dir: Optional[Path] = None
+    self._stop_requested_at: float | None = None
+    self.run_dir: Path | None = None
     self.reporter = None
-    self._last_checkpoint_step: Optional[int] = None
+    self._last_checkpoint_step: int | None = None
 
   # ---- What a robot runner provides.
 
@@ -145,9 +155,28 @@ class BaseRunner(abc.ABC):
     """The evaluation environment; the training env by default."""
     return self.make_env(env_name, task, env_config)
 
-  def export_policy(self, directory: Path, step: int, ppo, training_state, context: dict) -> None:
-    """Writes deployable policy files next to a checkpoint (none by default)."""
-    del directory, step, ppo, training_state, context
+  @classmethod
+  def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
+    """Robot facts written into exported policy files (observation layout,
+    action order, scales, home pose, control period); none by default."""
+    del env_name, task, env_config
+    return {}
+
+  def export_policy(self, directory: Path, step: int, ppo, training_state, ctx: dict) -> None:
+    """Writes `policy.onnx` next to a checkpoint (called by `checkpoint_callback`).
+
+    The export is verified against the JAX policy; a failure raises, and the
+    checkpoint writer logs it without stopping training.
+    """
+    from playground.common import export  # pylint: disable=import-outside-toplevel
+
+    normalizer, policy_params, _ = ppo.inference_params(training_state)
+    obs_key = ppo.config.policy_obs_key if isinstance(ppo.obs_shapes, dict) else None
+    metadata = export.policy_metadata(type(self), ctx["env_name"], ctx["task"], ctx["env_config"], step, obs_key)
+    export.export(
+        Path(directory) / export.POLICY_FILE, ppo.network, normalizer, policy_params, obs_key,
+        ppo.venv.action_size, ppo.config.activation, metadata,
+    )
 
   # ---- Configuration.
 
@@ -224,7 +253,7 @@ class BaseRunner(abc.ABC):
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
     return f"{self.robot}_{self.args.env}_{self.args.task}_{stamp}"
 
-  def prepare_run_dir(self) -> tuple[Path, Optional[Path]]:
+  def prepare_run_dir(self) -> tuple[Path, Path | None]:
     """Decides the run directory and the checkpoint to resume, touching nothing.
 
     Returns:
@@ -374,15 +403,10 @@ class BaseRunner(abc.ABC):
             f"in this run (pass the checkpoint's value{hint})"
         )
 
-  def _train(self, cfg: ResolvedConfig, run_dir: Path, restore_dir, restore_meta) -> int:
-    # Heavy imports only once the command line is known to be valid.
-    import jax  # pylint: disable=import-outside-toplevel
-    import numpy as np  # pylint: disable=import-outside-toplevel
-
-    from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+  def build(self, cfg: ResolvedConfig) -> Session:
+    """Builds the environments, the PPO learner and the evaluator (no compilation)."""
     from playground.common import evaluation  # pylint: disable=import-outside-toplevel
     from playground.common import ppo as ppo_lib  # pylint: disable=import-outside-toplevel
-    from playground.common import progress  # pylint: disable=import-outside-toplevel
     from playground.common import training_env  # pylint: disable=import-outside-toplevel
 
     a, p = self.args, cfg.ppo_config
@@ -402,8 +426,31 @@ class BaseRunner(abc.ABC):
     )
     evaluator = evaluation.Evaluator(eval_venv, ppo.make_policy, p.num_eval_envs, seed=a.seed + 17)
     compat = self.compat_fingerprint(cfg, ppo, ppo.obs_shapes)
+    return Session(cfg=cfg, env=env, venv=venv, ppo=ppo, evaluator=evaluator, compat=compat)
+
+  def initial_state(self, session: Session, restore_dir: Path | None, mode: str):
+    """(TrainingState, EnvState, start step): fresh from the seed, or restored."""
+    ts = session.ppo.init_training_state(self.args.seed)
+    env_state = session.ppo.init_env_state()
+    if restore_dir is None:
+      return ts, env_state, 0
+    return self._restore(session.ppo, session.venv, ts, env_state, restore_dir, mode)
+
+  def _train(self, cfg: ResolvedConfig, run_dir: Path, restore_dir, restore_meta) -> int:
+    # Heavy imports only once the command line is known to be valid.
+    import jax  # pylint: disable=import-outside-toplevel
+    import numpy as np  # pylint: disable=import-outside-toplevel
+
+    from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+    from playground.common import progress  # pylint: disable=import-outside-toplevel
+
+    a, p = self.args, cfg.ppo_config
+    session = self.build(cfg)
+    env, venv, ppo, evaluator, compat = session.env, session.venv, session.ppo, session.evaluator, session.compat
     if restore_meta is not None:
       self._check_compat(restore_meta.get("compat", {}), compat, "all" if a.resume else a.restore_mode)
+
+    ts, env_state, start_step = self.initial_state(session, restore_dir, "all" if a.resume else a.restore_mode)
 
     # Create (or reuse) the run directory only now that everything is valid.
     if a.overwrite and run_dir.exists():
@@ -416,14 +463,6 @@ class BaseRunner(abc.ABC):
     keep_last = a.keep_last if a.keep_last is not None else int(p.get("keep_last", 5))
     checkpoint_every = a.checkpoint_every or int(p.get("checkpoint_every", p.num_timesteps))
     write_config(run_dir, self, cfg, versions, restore_dir)
-
-    ts = ppo.init_training_state(a.seed)
-    env_state = ppo.init_env_state()
-    start_step = 0
-    if restore_dir is not None:
-      ts, env_state, start_step = self._restore(
-          ppo, venv, ts, env_state, restore_dir, "all" if a.resume else a.restore_mode
-      )
     total = int(p.num_timesteps)
     self._last_checkpoint_step = start_step if a.resume else None
     self.reporter = progress.ProgressReporter(run_dir, total, start_step)
@@ -609,10 +648,16 @@ class BaseRunner(abc.ABC):
     parser.add_argument("--eval_every", type=int, help="env steps between evaluations")
     parser.add_argument("--log_every", type=int, help="env steps between progress lines")
     parser.add_argument("--compilation_cache_dir", help=f"JAX persistent cache (default {DEFAULT_CACHE_DIR})")
+    cls.add_arguments(parser)
     return parser
 
   @classmethod
-  def main(cls, argv: Optional[Sequence[str]] = None) -> int:
+  def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+    """Robot-specific flags; their values arrive in `RunArgs.extra`."""
+    del parser
+
+  @classmethod
+  def main(cls, argv: Sequence[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     # XLA's C++ logs (e.g. spurious CPU-feature notes when the persistent
     # cache is read) would drown the progress lines; Python errors still show.
@@ -621,17 +666,20 @@ class BaseRunner(abc.ABC):
     try:
       ns = cls.parser().parse_args(argv)
     except _UsageError as e:
-      logger.error("error: %s", e)
+      _fail(str(e))
       return 2
-    args = RunArgs(**vars(ns))
+    values = vars(ns)
+    names = {f.name for f in dataclasses.fields(RunArgs)}
+    args = RunArgs(**{k: v for k, v in values.items() if k in names})
+    args.extra = {k: v for k, v in values.items() if k not in names}
     runner = cls(args)
     try:
       return runner.run()
     except (ConfigError, RunError) as e:
-      logger.error("error: %s", e)
+      _fail(str(e))
       return 2
     except NonFiniteError as e:
-      logger.error("error: %s", e)
+      _fail(str(e))
       return 3
 
 
@@ -650,6 +698,12 @@ class _OneLineParser(argparse.ArgumentParser):
       bad = message.split(":", 1)[1].strip().split()[0]
       message = f"unrecognized flag {bad}{config_lib.suggest(bad, flags)}; valid flags: {', '.join(flags)}"
     raise _UsageError(message)
+
+
+def _fail(message: str) -> None:
+  """Prints a user error as one line on stderr (no traceback)."""
+  sys.stderr.write(f"error: {message}\n")
+  sys.stderr.flush()
 
 
 def _next_multiple(step: int, every: int) -> int:
@@ -689,7 +743,7 @@ def setup_logging() -> None:
     logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def setup_compilation_cache(cache_dir: Optional[str]) -> Path:
+def setup_compilation_cache(cache_dir: str | None) -> Path:
   """Enables JAX's persistent compilation cache in `cache_dir` (or the default)."""
   import jax  # pylint: disable=import-outside-toplevel
 
@@ -711,7 +765,7 @@ def package_versions() -> dict[str, str]:
   return out
 
 
-def git_commit() -> Optional[str]:
+def git_commit() -> str | None:
   try:
     out = subprocess.run(
         ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5

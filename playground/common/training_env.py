@@ -22,14 +22,16 @@ simulation: the derived quantities are recomputed by the next physics step.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jp
 import mujoco
 from flax import struct
 from mujoco import mjx
-from mujoco_playground import MjxEnv, State
+from mujoco_playground import MjxEnv
+from mujoco_playground import State
 
 RandomizationFn = Callable[[mjx.Model, jax.Array], tuple[mjx.Model, Any]]
 
@@ -97,7 +99,7 @@ class VecEnv:
       self,
       env: MjxEnv,
       episode_length: int,
-      randomization_fn: Optional[RandomizationFn] = None,
+      randomization_fn: RandomizationFn | None = None,
       randomization_seed: int = 0,
   ):
     self.env = env

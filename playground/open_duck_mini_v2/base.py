@@ -13,15 +13,18 @@ provides commands and rewards.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jp
 import mujoco
 import numpy as np
+from flax import struct
 from ml_collections import config_dict
 from mujoco import mjx
-from mujoco_playground import MjxEnv, State
+from mujoco_playground import MjxEnv
+from mujoco_playground import State
 
 from playground.common import config as config_lib
 from playground.common import mjcf
@@ -75,7 +78,7 @@ class RobotIndices:
   sensors: Mapping[str, tuple[int, int]]
 
   @classmethod
-  def from_model(cls, m: mujoco.MjModel) -> "RobotIndices":
+  def from_model(cls, m: mujoco.MjModel) -> RobotIndices:
     def find(objtype, name):
       idx = mujoco.mj_name2id(m, objtype, name)
       if idx < 0:
@@ -124,6 +127,33 @@ class RobotIndices:
   def sensor(self, data: Any, name: str) -> jax.Array:
     adr, dim = self.sensors[name]
     return data.sensordata[adr : adr + dim]
+
+
+@struct.dataclass
+class DataView:
+  """The simulation fields `read` uses, as a pytree (for MuJoCo C states).
+
+  `read` accepts an `mjx.Data` directly; playback wraps a `mujoco.MjData`
+  in a `DataView` so that the same jitted function reads both.
+  """
+
+  qpos: jax.Array
+  qvel: jax.Array
+  sensordata: jax.Array
+  site_xmat: jax.Array
+  xpos: jax.Array
+  actuator_force: jax.Array
+
+  @classmethod
+  def from_mjdata(cls, data: mujoco.MjData) -> DataView:
+    return cls(
+        qpos=np.array(data.qpos, np.float32),
+        qvel=np.array(data.qvel, np.float32),
+        sensordata=np.array(data.sensordata, np.float32),
+        site_xmat=np.array(data.site_xmat, np.float32).reshape(-1, 3, 3),
+        xpos=np.array(data.xpos, np.float32),
+        actuator_force=np.array(data.actuator_force, np.float32),
+    )
 
 
 def read(ids: RobotIndices, model: Any, data: Any) -> obs_lib.Readings:
@@ -264,6 +294,11 @@ class OpenDuckMiniV2Env(MjxEnv):
   def default_config(cls) -> config_dict.ConfigDict:
     raise NotImplementedError
 
+  @property
+  def gait_frequency(self) -> float:
+    """Hz at which the phase observation advances."""
+    return float(self._config.gait_frequency)
+
   # ---- Accessors required by MjxEnv.
 
   @property
@@ -303,12 +338,27 @@ class OpenDuckMiniV2Env(MjxEnv):
   def compute_rewards(
       self,
       readings: obs_lib.Readings,
-      info: dict[str, Any],
+      *,
+      command: jax.Array,
       action: jax.Array,
-      terminated: jax.Array,
+      last_action: jax.Array,
+      air_time: jax.Array,
       first_contact: jax.Array,
+      terminated: jax.Array,
+      phase: jax.Array,
   ) -> dict[str, jax.Array]:
-    """Unweighted reward terms for the terms with a non-zero scale."""
+    """Unweighted reward terms, for the terms with a non-zero scale only.
+
+    Args:
+      readings: noiseless readings after the physics step.
+      command: the command the step was taken under.
+      action: the policy action of this step.
+      last_action: the previous policy action.
+      air_time: seconds each foot had been in the air, this step included.
+      first_contact: per foot, whether it touched down at this step.
+      terminated: whether the robot fell at this step.
+      phase: gait phase (radians) of the state reached by this step.
+    """
     raise NotImplementedError
 
   # ---- Shared pieces, used by training and playback alike.
@@ -424,10 +474,14 @@ class OpenDuckMiniV2Env(MjxEnv):
     metrics = {f"reward/{name}": jp.zeros(()) for name in self.active_reward_terms}
     return State(data, obs, jp.zeros(()), jp.zeros(()), metrics, info)
 
+  def reward_scales(self) -> dict[str, float]:
+    """Scale of every reward term that is computed (non-zero scale only)."""
+    return {k: float(v) for k, v in self._config.reward_config.scales.items() if v != 0.0}
+
   @property
   def active_reward_terms(self) -> tuple[str, ...]:
     """Names of the reward terms with a non-zero scale (the only ones computed)."""
-    return tuple(k for k, v in self._config.reward_config.scales.items() if v != 0.0)
+    return tuple(self.reward_scales())
 
   def step(self, state: State, action: jax.Array) -> State:
     cfg = self._config
@@ -452,10 +506,8 @@ class OpenDuckMiniV2Env(MjxEnv):
     info = self.apply_action(info, action)
     data = self.physics(data, info["motor_targets"])
     readings = read(self._ids, self.mjx_model, data)
-
-    contact = readings.feet_contacts > 0.5
-    first_contact = (info["feet_air_time"] > 0.0) & contact
-    info["feet_air_time"] = info["feet_air_time"] + self.dt
+    previous = info
+    info, first_contact = self.advance(info, readings, action)
 
     up_z = -readings.gravity[2]
     nan = jp.isnan(data.qpos).any() | jp.isnan(data.qvel).any()
@@ -464,17 +516,21 @@ class OpenDuckMiniV2Env(MjxEnv):
     )
     terminated = fell | nan
 
-    terms = self.compute_rewards(readings, info, action, terminated, first_contact)
-    scales = cfg.reward_config.scales
+    terms = self.compute_rewards(
+        readings,
+        command=previous["command"],
+        action=action,
+        last_action=previous["last_actions"][0],
+        air_time=previous["feet_air_time"] + self.dt,
+        first_contact=first_contact,
+        terminated=terminated,
+        phase=info["phase"],
+    )
+    scales = self.reward_scales()
     weighted = {name: scales[name] * value * self.dt for name, value in terms.items()}
     reward = sum(weighted.values()) if weighted else jp.zeros(())
     reward = jp.where(jp.isfinite(reward), reward, 0.0)
 
-    # Bookkeeping for the next step.
-    info["feet_air_time"] = jp.where(contact, 0.0, info["feet_air_time"])
-    info["last_actions"] = jp.roll(info["last_actions"], 1, axis=0).at[0].set(action)
-    info["phase"] = jp.mod(info["phase"] + 2 * jp.pi * cfg.gait_frequency * self.dt, 2 * jp.pi)
-    info["step"] = info["step"] + 1
     info["command_timer"] = info["command_timer"] - 1
     resample = info["command_timer"] <= 0
     info["command"] = jp.where(resample, self.sample_command(k_cmd), info["command"])
@@ -484,7 +540,9 @@ class OpenDuckMiniV2Env(MjxEnv):
     obs, info["imu_buffer"] = self.observe(readings, info, k_obs)
     obs = jax.tree_util.tree_map(lambda x: jp.where(jp.isfinite(x), x, 0.0), obs)
 
-    metrics = {f"reward/{name}": jp.where(jp.isfinite(v), v, 0.0) for name, v in weighted.items()}
+    # Keep keys that wrappers (e.g. Brax's EpisodeWrapper) added to the metrics.
+    metrics = dict(state.metrics)
+    metrics.update({f"reward/{name}": jp.where(jp.isfinite(v), v, 0.0) for name, v in weighted.items()})
     return state.replace(
         data=data,
         obs=obs,
@@ -493,6 +551,24 @@ class OpenDuckMiniV2Env(MjxEnv):
         metrics=metrics,
         info=info,
     )
+
+  def advance(
+      self, info: dict[str, Any], readings: obs_lib.Readings, action: jax.Array
+  ) -> tuple[dict[str, Any], jax.Array]:
+    """Per-step bookkeeping after physics (shared by training and playback).
+
+    Updates foot air times, the action history, the gait phase and the step
+    counter. Returns the new info and, per foot, whether it touched down.
+    """
+    info = dict(info)
+    contact = readings.feet_contacts > 0.5
+    first_contact = (info["feet_air_time"] > 0.0) & contact
+    air_time = info["feet_air_time"] + self.dt
+    info["feet_air_time"] = jp.where(contact, 0.0, air_time)
+    info["last_actions"] = jp.roll(info["last_actions"], 1, axis=0).at[0].set(action)
+    info["phase"] = jp.mod(info["phase"] + 2 * jp.pi * self.gait_frequency * self.dt, 2 * jp.pi)
+    info["step"] = info["step"] + 1
+    return info, first_contact
 
   # ---- Helpers.
 

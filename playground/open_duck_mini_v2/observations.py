@@ -7,7 +7,8 @@ layout and functions below; nothing else assembles observation vectors.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import jax
 import jax.numpy as jp

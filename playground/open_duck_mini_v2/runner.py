@@ -8,12 +8,15 @@ See `--help` and the README for all flags.
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ml_collections import config_dict
 
-from playground.common import ppo as ppo_defaults
+from playground.common import ppo_config as ppo_defaults
+from playground.common.runner import REPO_ROOT
 from playground.common.runner import BaseRunner
+from playground.common.runner import ResolvedConfig
 from playground.open_duck_mini_v2 import constants as consts
 
 ENVS = ("joystick", "standing")
@@ -45,6 +48,7 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
           policy_hidden_layer_sizes=(128, 128, 128),
           value_hidden_layer_sizes=(256, 256, 256),
           activation="swish",
+          init_noise_std=0.3,
           num_eval_envs=128,
           eval_every=10_000_000,
           log_every=1_000_000,
@@ -105,6 +109,53 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
   def ppo_config(self, env_name: str, preset: str) -> config_dict.ConfigDict:
     return ppo_config(env_name, preset)
+
+  @classmethod
+  def add_arguments(cls, parser) -> None:
+    parser.add_argument(
+        "--reference",
+        help="reference gait for the imitation reward: a .npz table or the community's "
+        "polynomial_coefficients.pkl (needs --allow_pickle)",
+    )
+    parser.add_argument(
+        "--allow_pickle", action="store_true",
+        help="allow loading a pickle --reference (pickles can run code: only for files you trust)",
+    )
+
+  def resolve_config(self) -> ResolvedConfig:
+    cfg = super().resolve_config()
+    path = self.args.extra.get("reference")
+    if path:
+      if self.args.env != "joystick":
+        from playground.common.config import ConfigError  # pylint: disable=import-outside-toplevel
+
+        raise ConfigError("--reference applies to --env joystick (the imitation reward)")
+      from playground.common import reference  # pylint: disable=import-outside-toplevel
+
+      table = reference.prepare(path, bool(self.args.extra.get("allow_pickle")), REPO_ROOT / ".tmp" / "references")
+      cfg.env_config.reference.path = str(table)
+    return cfg
+
+  @classmethod
+  def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
+    """What the robot runtime needs to feed and read the ONNX policy."""
+    from playground.open_duck_mini_v2 import base  # pylint: disable=import-outside-toplevel
+    from playground.open_duck_mini_v2 import observations  # pylint: disable=import-outside-toplevel
+
+    ids = base.RobotIndices.from_model(base.load_model(task))
+    return {
+        "observation_layout": observations.STATE_LAYOUT.to_json(),
+        "observation_size": observations.STATE_LAYOUT.size,
+        "joint_vel_scale": observations.JOINT_VEL_SCALE,
+        "command_names": list(observations.COMMAND_NAMES),
+        "action_names": list(consts.ACTUATOR_NAMES),
+        "action_scale": float(env_config.action_scale),
+        "home_pose": [float(x) for x in ids.home_ctrl],
+        "max_motor_velocity": float(env_config.max_motor_velocity),
+        "control_period_s": float(env_config.ctrl_dt),
+        "gait_frequency_hz": float(env_config.gait_frequency),
+        "motor_targets": "home_pose + action_scale * action (+ head command), speed-limited",
+    }
 
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
     del env_name

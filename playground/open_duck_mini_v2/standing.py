@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jp
 from ml_collections import config_dict
@@ -67,14 +65,17 @@ class Standing(base.OpenDuckMiniV2Env):
   def compute_rewards(
       self,
       readings: obs_lib.Readings,
-      info: dict[str, Any],
+      *,
+      command: jax.Array,
       action: jax.Array,
-      terminated: jax.Array,
+      last_action: jax.Array,
+      air_time: jax.Array,
       first_contact: jax.Array,
+      terminated: jax.Array,
+      phase: jax.Array,
   ) -> dict[str, jax.Array]:
-    del first_contact
+    del air_time, first_contact, phase
     cfg = self._config.reward_config
-    command = info["command"]
     head = self._ids.head_act
     legs = jp.array([i for i in range(obs_lib.NUM_ACTIONS) if i not in set(head.tolist())])
     terms = {
@@ -85,7 +86,7 @@ class Standing(base.OpenDuckMiniV2Env):
             jp.zeros(2), readings.local_linvel[:2], cfg.tracking_sigma
         ) * rewards.tracking_ang_vel(jp.zeros(()), readings.gyro[2], cfg.tracking_sigma),
         "torques": lambda: rewards.torques(readings.actuator_force),
-        "action_rate": lambda: rewards.action_rate(action, info["last_actions"][0]),
+        "action_rate": lambda: rewards.action_rate(action, last_action),
         "stand_still": lambda: rewards.stand_still(jp.zeros(3), readings.joint_pos[legs]),
         "alive": rewards.alive,
         "termination": lambda: rewards.termination(terminated),

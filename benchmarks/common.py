@@ -1,0 +1,54 @@
+"""Helpers shared by the benchmark scripts (JSON output, timing, machine facts)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def machine() -> dict[str, Any]:
+  """Facts about the machine the numbers come from."""
+  import jax  # pylint: disable=import-outside-toplevel
+
+  cpu = platform.processor() or platform.machine()
+  try:
+    with open("/proc/cpuinfo") as f:
+      for line in f:
+        if line.startswith("model name"):
+          cpu = line.split(":", 1)[1].strip()
+          break
+  except OSError:
+    pass
+  return {
+      "cpu": cpu,
+      "cores": os.cpu_count(),
+      "jax_backend": jax.default_backend(),
+      "devices": [str(d) for d in jax.devices()],
+      "python": sys.version.split()[0],
+      "jax": jax.__version__,
+  }
+
+
+def time_call(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
+  """Seconds per call of a jitted `fn`, after `warmup` calls (the 2nd may recompile)."""
+  import jax  # pylint: disable=import-outside-toplevel
+
+  for _ in range(warmup):
+    jax.block_until_ready(fn())
+  start = time.perf_counter()
+  for _ in range(repeats):
+    out = fn()
+  jax.block_until_ready(out)
+  return (time.perf_counter() - start) / repeats
+
+
+def emit(result: dict[str, Any]) -> None:
+  """Prints the result as one JSON document on stdout."""
+  print(json.dumps(result, indent=2, sort_keys=True))

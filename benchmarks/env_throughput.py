@@ -1,0 +1,106 @@
+"""Env throughput: joystick + domain randomization vs bare MJX physics (the ceiling).
+
+Both are measured in the same process on the same batch of per-env
+randomized models: the env step (action pipeline, 10 physics substeps,
+sensors, observation, rewards, termination, auto-reset) and the bare physics
+(the same 10 `mjx.step` calls per control step, nothing else). Prints JSON.
+
+    uv run python -m benchmarks.env_throughput --num_envs 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from benchmarks.common import emit
+from benchmarks.common import machine
+from benchmarks.common import time_call
+
+
+def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_per_call: int) -> dict:
+  import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jp  # pylint: disable=import-outside-toplevel
+  from mujoco import mjx  # pylint: disable=import-outside-toplevel
+
+  from playground.common import training_env  # pylint: disable=import-outside-toplevel
+  from playground.common.runner import RunArgs  # pylint: disable=import-outside-toplevel
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
+
+  runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task))
+  config = runner.default_env_config(env_name)
+  config.impl = impl
+  env = runner.make_env(env_name, task, config)
+  venv = training_env.VecEnv(env, config.episode_length, runner.make_randomizer(env, config))
+  models = jax.jit(lambda: venv.models(jp.arange(num_envs)))()
+  model_batch, in_axes = models
+  state = jax.jit(lambda k: venv.reset(jax.random.split(k, num_envs), models))(jax.random.PRNGKey(0))
+  reset_state = state
+  shape = (steps_per_call, num_envs, env.action_size)
+  actions = 0.2 * jax.random.uniform(jax.random.PRNGKey(1), shape, minval=-1, maxval=1)
+
+  @jax.jit
+  def env_steps(state):
+    def body(s, a):
+      s, _ = venv.step(s, a, models, reset_state)
+      return s, None
+    return jax.lax.scan(body, state, actions)[0]
+
+  n_sub = env.n_substeps
+
+  @jax.jit
+  def physics_steps(data):
+    def control(d, a):
+      def one(m, d, a):
+        ctrl = jp.asarray(env.ids.home_ctrl) + 0.25 * a
+        d = d.replace(ctrl=ctrl)
+        return jax.lax.scan(lambda dd, _: (mjx.step(m, dd), None), d, None, length=n_sub)[0]
+      return jax.vmap(one, in_axes=(in_axes, 0, 0))(model_batch, d, a), None
+    return jax.lax.scan(control, data, actions)[0]
+
+  holder = {"env": state, "data": state.env.data}
+
+  def call_env():
+    holder["env"] = env_steps(holder["env"])
+    return holder["env"]
+
+  def call_physics():
+    holder["data"] = physics_steps(holder["data"])
+    return holder["data"]
+
+  # Interleave the two measurements so that machine noise hits both alike.
+  env_times, phys_times = [], []
+  for _ in range(3):
+    env_times.append(time_call(call_env, repeats))
+    phys_times.append(time_call(call_physics, repeats))
+  env_sps = num_envs * steps_per_call / min(env_times)
+  phys_sps = num_envs * steps_per_call / min(phys_times)
+  return {
+      "env": env_name,
+      "task": task,
+      "impl": impl,
+      "num_envs": num_envs,
+      "env_steps_per_s": round(env_sps, 1),
+      "physics_steps_per_s": round(phys_sps, 1),
+      "ratio_env_to_physics": round(env_sps / phys_sps, 4),
+  }
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--env", default="joystick")
+  parser.add_argument("--task", default="flat_terrain")
+  parser.add_argument("--num_envs", type=int, nargs="+", default=[1024])
+  parser.add_argument("--impl", nargs="+", default=["jax"])
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--steps_per_call", type=int, default=10)
+  args = parser.parse_args()
+  results = [
+      run(args.env, args.task, n, impl, args.repeats, args.steps_per_call)
+      for impl in args.impl
+      for n in args.num_envs
+  ]
+  emit({"benchmark": "env_throughput", "machine": machine(), "results": results})
+
+
+if __name__ == "__main__":
+  main()

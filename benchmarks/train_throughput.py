@@ -1,0 +1,109 @@
+"""Training throughput (env steps/s with the PPO update) vs env-only throughput.
+
+Builds the runner's PPO step for a preset, compiles it (timed), then times
+whole training iterations after two warm-up calls. In the same process it
+times the env alone (same num_envs, same randomized models, the same number
+of steps per call, random actions instead of the policy). Prints JSON.
+
+    uv run python -m benchmarks.train_throughput --preset quick
+    uv run python -m benchmarks.train_throughput --compile_only --cache_dir /tmp/x
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from benchmarks.common import emit
+from benchmarks.common import machine
+from benchmarks.common import time_call
+
+
+def build(env_name: str, task: str, preset: str, num_envs: int | None, overrides: list[str]):
+  from playground.common import ppo as ppo_lib  # pylint: disable=import-outside-toplevel
+  from playground.common import training_env  # pylint: disable=import-outside-toplevel
+  from playground.common.runner import RunArgs  # pylint: disable=import-outside-toplevel
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
+
+  runner = OpenDuckMiniV2Runner(
+      RunArgs(env=env_name, task=task, preset=preset, num_envs=num_envs, overrides=overrides)
+  )
+  cfg = runner.resolve_config()
+  env = runner.make_env(env_name, task, cfg.env_config)
+  venv = training_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
+  return env, venv, ppo_lib.PPO(venv, cfg.ppo_config), cfg
+
+
+def run(args) -> dict:
+  import jax  # pylint: disable=import-outside-toplevel
+  import jax.numpy as jp  # pylint: disable=import-outside-toplevel
+
+  from playground.common.runner import setup_compilation_cache  # pylint: disable=import-outside-toplevel
+
+  if args.cache_dir:
+    setup_compilation_cache(args.cache_dir)
+  env, venv, ppo, cfg = build(args.env, args.task, args.preset, args.num_envs, args.set)
+  p = cfg.ppo_config
+  ts = ppo.init_training_state(0)
+  env_state = ppo.init_env_state()
+  start = time.perf_counter()
+  compiled = ppo.train_step.lower(ts, env_state).compile()
+  compile_s = time.perf_counter() - start
+  result = {"preset": args.preset, "num_envs": p.num_envs, "compile_s": round(compile_s, 2),
+            "env_steps_per_iteration": ppo.env_steps_per_iteration}
+  if args.compile_only:
+    return result
+
+  holder = {"ts": ts, "env": env_state}
+
+  def train():
+    holder["ts"], holder["env"], metrics = compiled(holder["ts"], holder["env"])
+    return metrics
+
+  steps_per_call = p.unroll_length * ppo.unrolls_per_iteration
+  n = p.num_envs
+  models = jax.jit(lambda: venv.models(jp.arange(n)))()
+  reset = jax.jit(lambda k: venv.reset(jax.random.split(k, n), models))(jax.random.PRNGKey(0))
+  actions = 0.2 * jax.random.uniform(jax.random.PRNGKey(1), (steps_per_call, n, env.action_size), minval=-1, maxval=1)
+
+  @jax.jit
+  def rollout(state):
+    return jax.lax.scan(lambda s, a: (venv.step(s, a, models, reset)[0], None), state, actions)[0]
+
+  env_holder = {"s": reset}
+
+  def env_only():
+    env_holder["s"] = rollout(env_holder["s"])
+    return env_holder["s"]
+
+  train_times, env_times = [], []
+  for _ in range(args.rounds):
+    train_times.append(time_call(train, args.repeats))
+    env_times.append(time_call(env_only, args.repeats))
+  train_sps = ppo.env_steps_per_iteration / min(train_times)
+  env_sps = n * steps_per_call / min(env_times)
+  result.update({
+      "train_env_steps_per_s": round(train_sps, 1),
+      "env_only_steps_per_s": round(env_sps, 1),
+      "ratio_train_to_env": round(train_sps / env_sps, 4),
+  })
+  return result
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__)
+  parser.add_argument("--env", default="joystick")
+  parser.add_argument("--task", default="flat_terrain")
+  parser.add_argument("--preset", default="quick")
+  parser.add_argument("--num_envs", type=int)
+  parser.add_argument("--set", action="append", default=[])
+  parser.add_argument("--repeats", type=int, default=3)
+  parser.add_argument("--rounds", type=int, default=2)
+  parser.add_argument("--compile_only", action="store_true")
+  parser.add_argument("--cache_dir", help="persistent compilation cache to use")
+  args = parser.parse_args()
+  emit({"benchmark": "train_throughput", "machine": machine(), "results": [run(args)]})
+
+
+if __name__ == "__main__":
+  main()

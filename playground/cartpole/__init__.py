@@ -1,0 +1,1 @@
+"""MuJoCo Playground's cartpole tasks, as a minutes-long pipeline check."""

@@ -1,0 +1,224 @@
+"""ONNX export of a trained PPO policy, built directly with `onnx` (no TensorFlow).
+
+The graph computes exactly what the JAX deterministic policy computes:
+
+    x = (obs - mean) / std                      observation normalizer
+    h = LN(act(x @ W0 + b0)) ...                Brax MLP (LayerNorm when enabled)
+    out = h @ Wn + bn                           (loc, raw_scale)
+    continuous_actions = tanh(out[:, :A])       mode of the tanh-normal policy
+
+Contract with the robot runtime: one input `obs` (float32, shape
+(batch, obs_size), batch usually 1), one output `continuous_actions`
+(float32, (batch, action_size)), opset 17 (onnxruntime >= 1.16 loads it).
+`session.run(None, {"obs": [obs]})[0][0]` gives the actions. The file's
+metadata properties describe the observation layout, action order, scales,
+home pose, control period, env/task, training step and project version.
+
+`verify_parity` runs the exported file with onnxruntime against the JAX
+policy on observations sampled around the normalizer statistics and fails
+loudly above a tolerance; `export_policy` always calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+from onnx import helper
+from onnx import numpy_helper
+
+OPSET = 17
+IR_VERSION = 8  # readable by onnxruntime >= 1.10
+INPUT_NAME = "obs"
+OUTPUT_NAME = "continuous_actions"
+PARITY_ATOL = 1e-5
+_LAYER = re.compile(r"^hidden_(\d+)$")
+
+
+class ExportError(RuntimeError):
+  """The parameters cannot be exported, or the export does not match JAX."""
+
+
+def _mlp_layers(policy_params: Mapping[str, Any]) -> list[dict[str, Any]]:
+  """The Dense (and LayerNorm) parameters of a Brax MLP, in order.
+
+  Raises:
+    ExportError: for any parameter layout other than Brax's `MLP`.
+  """
+  if not isinstance(policy_params, Mapping) or set(policy_params) != {"params"}:
+    raise ExportError(
+        "unsupported policy parameter layout: expected Brax's MLP params {'params': {'hidden_0': ...}}, "
+        f"got keys {sorted(policy_params) if isinstance(policy_params, Mapping) else type(policy_params).__name__}"
+    )
+  layers = policy_params["params"]
+  names = sorted(layers, key=lambda n: int(_LAYER.match(n).group(1)) if _LAYER.match(n) else -1)
+  dense = [n for n in names if _LAYER.match(n)]
+  norms = {n for n in names if n.startswith("LayerNorm")}
+  unknown = set(names) - set(dense) - norms
+  if unknown or not dense or [int(_LAYER.match(n).group(1)) for n in dense] != list(range(len(dense))):
+    raise ExportError(f"unsupported policy network (not a Brax MLP): parameter groups {names}")
+  out = []
+  for i, name in enumerate(dense):
+    p = layers[name]
+    if set(p) != {"kernel", "bias"}:
+      raise ExportError(f"unsupported layer {name} with parameters {sorted(p)}")
+    layer = {"kernel": np.asarray(p["kernel"], np.float32), "bias": np.asarray(p["bias"], np.float32)}
+    norm = f"LayerNorm_{i}"
+    if norm in layers:
+      layer["norm"] = {k: np.asarray(v, np.float32) for k, v in layers[norm].items()}
+    out.append(layer)
+  for a, b in zip(out, out[1:]):
+    if a["kernel"].shape[1] != b["kernel"].shape[0]:
+      raise ExportError("unsupported policy network: layer sizes do not chain")
+  return out
+
+
+def _activation(nodes: list, name: str, x: str, out: str) -> None:
+  if name == "swish":
+    nodes.append(helper.make_node("Sigmoid", [x], [f"{out}_sig"]))
+    nodes.append(helper.make_node("Mul", [x, f"{out}_sig"], [out]))
+  elif name == "relu":
+    nodes.append(helper.make_node("Relu", [x], [out]))
+  elif name == "elu":
+    nodes.append(helper.make_node("Elu", [x], [out], alpha=1.0))
+  elif name == "tanh":
+    nodes.append(helper.make_node("Tanh", [x], [out]))
+  else:
+    raise ExportError(f"unsupported activation '{name}' (swish, relu, elu, tanh)")
+
+
+def build_model(
+    mean: np.ndarray,
+    std: np.ndarray,
+    policy_params: Mapping[str, Any],
+    action_size: int,
+    activation: str,
+    metadata: Mapping[str, Any] | None = None,
+) -> onnx.ModelProto:
+  """The ONNX model of a deterministic Brax tanh-normal MLP policy.
+
+  Args:
+    mean, std: observation normalizer statistics (ones/zeros to disable).
+    policy_params: Brax policy params {'params': {'hidden_i': {kernel, bias}}}.
+    action_size: number of actions (the last layer has 2x as many outputs).
+    activation: hidden activation name.
+    metadata: key -> value written as metadata properties (JSON for non-str).
+  """
+  layers = _mlp_layers(policy_params)
+  obs_size = layers[0]["kernel"].shape[0]
+  if layers[-1]["kernel"].shape[1] != 2 * action_size:
+    raise ExportError(
+        f"unsupported policy head: {layers[-1]['kernel'].shape[1]} outputs, expected 2 x {action_size} "
+        "(loc and scale of a tanh-normal distribution)"
+    )
+  mean = np.asarray(mean, np.float32).reshape(-1)
+  std = np.asarray(std, np.float32).reshape(-1)
+  if mean.shape != (obs_size,) or std.shape != (obs_size,):
+    raise ExportError(f"normalizer size {mean.shape} does not match the network input {obs_size}")
+  inits = [numpy_helper.from_array(mean, "obs_mean"), numpy_helper.from_array(std, "obs_std")]
+  nodes = [
+      helper.make_node("Sub", [INPUT_NAME, "obs_mean"], ["obs_centered"]),
+      helper.make_node("Div", ["obs_centered", "obs_std"], ["x0"]),
+  ]
+  x = "x0"
+  for i, layer in enumerate(layers):
+    inits += [numpy_helper.from_array(layer["kernel"], f"W{i}"), numpy_helper.from_array(layer["bias"], f"b{i}")]
+    nodes.append(helper.make_node("MatMul", [x, f"W{i}"], [f"mm{i}"]))
+    nodes.append(helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"z{i}"]))
+    x = f"z{i}"
+    if i < len(layers) - 1:
+      # Brax MLP: Dense -> activation -> LayerNorm (when enabled) for hidden layers.
+      _activation(nodes, activation, x, f"h{i}")
+      x = f"h{i}"
+      if "norm" in layer:
+        inits += [
+            numpy_helper.from_array(layer["norm"]["scale"], f"ln_scale{i}"),
+            numpy_helper.from_array(layer["norm"]["bias"], f"ln_bias{i}"),
+        ]
+        nodes.append(helper.make_node(
+            "LayerNormalization", [x, f"ln_scale{i}", f"ln_bias{i}"], [f"ln{i}"], axis=-1, epsilon=1e-6
+        ))
+        x = f"ln{i}"
+  inits += [
+      numpy_helper.from_array(np.array([0], np.int64), "slice_start"),
+      numpy_helper.from_array(np.array([action_size], np.int64), "slice_end"),
+      numpy_helper.from_array(np.array([1], np.int64), "slice_axis"),
+  ]
+  nodes.append(helper.make_node("Slice", [x, "slice_start", "slice_end", "slice_axis"], ["loc"]))
+  nodes.append(helper.make_node("Tanh", ["loc"], [OUTPUT_NAME]))
+  graph = helper.make_graph(
+      nodes,
+      "duck_playground_policy",
+      [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", obs_size])],
+      [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", action_size])],
+      initializer=inits,
+  )
+  model = helper.make_model(
+      graph,
+      producer_name="duck-playground",
+      opset_imports=[helper.make_opsetid("", OPSET)],
+  )
+  model.ir_version = IR_VERSION
+  for key, value in (metadata or {}).items():
+    entry = model.metadata_props.add()
+    entry.key = key
+    entry.value = value if isinstance(value, str) else json.dumps(value)
+  onnx.checker.check_model(model)
+  return model
+
+
+def sample_observations(mean: np.ndarray, std: np.ndarray, n: int, seed: int = 0) -> np.ndarray:
+  """`n` observations drawn around the normalizer statistics (mean + std * N(0, 1))."""
+  rng = np.random.default_rng(seed)
+  return (mean + std * rng.standard_normal((n, mean.shape[-1]))).astype(np.float32)
+
+
+def run_onnx(model: onnx.ModelProto | bytes | str | Path, obs: np.ndarray) -> np.ndarray:
+  """Runs the exported policy with onnxruntime (single thread, CPU)."""
+  import onnxruntime as ort  # pylint: disable=import-outside-toplevel
+
+  options = ort.SessionOptions()
+  options.intra_op_num_threads = 1
+  options.inter_op_num_threads = 1
+  source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else (
+      model if isinstance(model, bytes) else str(model)
+  )
+  session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+  return session.run(None, {INPUT_NAME: np.asarray(obs, np.float32)})[0]
+
+
+def verify_parity(
+    model: onnx.ModelProto,
+    jax_policy: Callable[[np.ndarray], np.ndarray],
+    mean: np.ndarray,
+    std: np.ndarray,
+    n: int = 1000,
+    atol: float = PARITY_ATOL,
+) -> float:
+  """Max |onnx - jax| over `n` sampled observations; raises ExportError above `atol`."""
+  obs = sample_observations(np.asarray(mean, np.float32), np.asarray(std, np.float32), n)
+  expected = np.asarray(jax_policy(obs), np.float32)
+  got = run_onnx(model, obs)
+  diff = float(np.max(np.abs(got - expected)))
+  if not np.isfinite(diff) or diff > atol:
+    raise ExportError(f"ONNX export does not match the JAX policy: max |diff| = {diff:.3g} > {atol:g}")
+  return diff
+
+
+def read_metadata(path: str | Path) -> dict[str, Any]:
+  """Metadata properties of an exported file, JSON values decoded."""
+  model = onnx.load(str(path))
+  out = {}
+  for entry in model.metadata_props:
+    try:
+      out[entry.key] = json.loads(entry.value)
+    except json.JSONDecodeError:
+      out[entry.key] = entry.value
+  return out

@@ -1,0 +1,320 @@
+"""Reference gait of the Open Duck Mini V2, generated from the project's own model.
+
+    uv run playground/open_duck_mini_v2/reference_motion.py generate          # rewrite the built-in table
+    uv run playground/open_duck_mini_v2/reference_motion.py plot --vx 0.1 --output gait.png
+
+Method (no external planner):
+
+1. Footstep pattern. One gait period T (default 0.54 s) is split by the
+   double-support ratio d: the left foot swings for phase in [d/2, 1/2 - d/2],
+   the right foot for [1/2 + d/2, 1 - d/2]; both feet are on the ground
+   otherwise. Mid-stance is at phase 3/4 (left) and 1/4 (right).
+2. Stance feet. A foot on the ground is fixed in the world, so seen from a
+   base that moves at the commanded body velocity (vx, vy) and turns at the
+   yaw rate wz, it moves by dr/dt = -v - w x r. This is integrated from the
+   foot's nominal (home) position at mid-stance in both time directions, so
+   each stance is symmetric about the nominal footprint; the foot's yaw
+   relative to the base changes by -wz per second.
+3. Swing feet travel back from lift-off to the next touch-down with a
+   smoothstep in the plane, a (1 - cos) height profile of `swing_height`,
+   and a smooth yaw change.
+4. Centre of mass. A simple sway model shifts the base sideways over the
+   stance foot, y_base = -A sin(2 pi phase) (amplitude A), which appears as
+   the opposite shift of both feet in the base frame.
+5. Leg inverse kinematics with MuJoCo. With the trunk `base_height_offset`
+   above the home height (the crouched home pose leaves the knee too little
+   range to lift a level foot), each leg's five joints are solved by damped least squares on
+   `mj_jacSite` of the foot site: position and orientation (sole level, yaw
+   as planned), clamped to the joint ranges, warm-started frame to frame.
+   Head joints stay at home. Joint velocities are periodic central
+   differences; base velocity is v plus the sway velocity.
+
+The result is a `ReferenceTable` over a command grid (vx, vy, yaw rate),
+stored as `.npz`, and evaluated in JAX with interpolation in command and
+phase (see `playground.common.reference`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import mujoco
+import numpy as np
+from ml_collections import config_dict
+
+from playground.common import reference as ref_lib
+from playground.open_duck_mini_v2 import base
+from playground.open_duck_mini_v2 import constants as consts
+
+logger = logging.getLogger("playground")
+
+DEFAULT_PATH = consts.ROOT_PATH / "data" / "reference_gait.npz"
+LEGS = {
+    "left": ("left_hip_yaw", "left_hip_roll", "left_hip_pitch", "left_knee", "left_ankle"),
+    "right": ("right_hip_yaw", "right_hip_roll", "right_hip_pitch", "right_knee", "right_ankle"),
+}
+SITES = {"left": "left_foot", "right": "right_foot"}
+
+
+def default_config() -> config_dict.ConfigDict:
+  """Gait and grid parameters of the generated reference."""
+  return config_dict.ConfigDict(dict(
+      period=0.54,  # s, as the community's reference files
+      fps=50,  # frames per second (the control rate)
+      double_support_ratio=0.2,
+      swing_height=0.02,  # m
+      base_height_offset=0.01,  # m: walk 1 cm taller than the home pose (room for the swing)
+      sway_amplitude=0.008,  # m
+      vx=(-0.15, 0.15, 7),  # min, max, count
+      vy=(-0.2, 0.2, 5),
+      yaw_rate=(-1.0, 1.0, 5),
+  ))
+
+
+class LegIK:
+  """Damped-least-squares IK of one leg on the MuJoCo model (trunk fixed)."""
+
+  def __init__(self, model: mujoco.MjModel, home_qpos: np.ndarray):
+    self.model = model
+    self.data = mujoco.MjData(model)
+    self.data.qpos[:] = home_qpos
+    mujoco.mj_kinematics(model, self.data)
+    mujoco.mj_comPos(model, self.data)
+    self.home_qpos = home_qpos.copy()
+    self.legs = {}
+    for side, names in LEGS.items():
+      joints = [model.joint(n).id for n in names]
+      site = model.site(SITES[side]).id
+      self.legs[side] = dict(
+          qpos=model.jnt_qposadr[joints],
+          dof=model.jnt_dofadr[joints],
+          lower=model.jnt_range[joints, 0],
+          upper=model.jnt_range[joints, 1],
+          site=site,
+          home_pos=self.data.site_xpos[site].copy(),
+          home_rot=self.data.site_xmat[site].reshape(3, 3).copy(),
+      )
+
+  def solve(self, side: str, target_pos: np.ndarray, yaw: float, q0: np.ndarray, iterations: int = 50) -> np.ndarray:
+    leg = self.legs[side]
+    c, s = np.cos(yaw), np.sin(yaw)
+    target_rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]]) @ leg["home_rot"]
+    q = q0.copy()
+    jacp = np.zeros((3, self.model.nv))
+    jacr = np.zeros((3, self.model.nv))
+    weights = np.array([1.0, 1.0, 1.0, 0.3, 0.3, 0.3])
+    for _ in range(iterations):
+      self.data.qpos[leg["qpos"]] = q
+      mujoco.mj_kinematics(self.model, self.data)
+      mujoco.mj_comPos(self.model, self.data)
+      pos = self.data.site_xpos[leg["site"]]
+      rot = self.data.site_xmat[leg["site"]].reshape(3, 3)
+      err_rot = np.zeros(3)
+      quat_err = np.zeros(4)
+      mujoco.mju_mat2Quat(quat_err, (target_rot @ rot.T).ravel())
+      mujoco.mju_quat2Vel(err_rot, quat_err, 1.0)
+      err = np.concatenate([target_pos - pos, err_rot]) * weights
+      if np.linalg.norm(err) < 1e-7:
+        break
+      mujoco.mj_jacSite(self.model, self.data, jacp, jacr, leg["site"])
+      jac = np.concatenate([jacp[:, leg["dof"]], jacr[:, leg["dof"]]]) * weights[:, None]
+      dq = np.linalg.solve(jac.T @ jac + 1e-6 * np.eye(5), jac.T @ err)
+      q = np.clip(q + dq, leg["lower"], leg["upper"])
+    return q
+
+  def foot_position(self, side: str, q: np.ndarray) -> np.ndarray:
+    leg = self.legs[side]
+    self.data.qpos[leg["qpos"]] = q
+    mujoco.mj_kinematics(self.model, self.data)
+    return self.data.site_xpos[leg["site"]].copy()
+
+
+def _stance_offsets(r_mid: np.ndarray, v: np.ndarray, wz: float, times: np.ndarray) -> np.ndarray:
+  """Planar foot position in the base frame during stance, t=0 at mid-stance.
+
+  Closed-form solution of dr/dt = -v - wz z x r with r(0) = r_mid:
+  r(t) = R(-wz t) r_mid - (integral_0^t R(-wz s) ds) v.
+  """
+  out = np.zeros((len(times), 2))
+  for i, t in enumerate(times):
+    c, s = np.cos(wz * t), np.sin(wz * t)
+    rot = np.array([[c, s], [-s, c]])  # R(-wz t)
+    if abs(wz) < 1e-9:
+      integral = t * np.eye(2)
+    else:
+      integral = np.array([[s, 1 - c], [c - 1, s]]) / wz
+    out[i] = rot @ r_mid - integral @ v
+  return out
+
+
+def _smoothstep(s: np.ndarray) -> np.ndarray:
+  return s * s * (3.0 - 2.0 * s)
+
+
+def generate_cycle(ik: LegIK, command: Sequence[float], cfg: config_dict.ConfigDict) -> np.ndarray:
+  """Frames [n_phase, FRAME_LAYOUT.size] of one period for (vx, vy, yaw_rate)."""
+  vx, vy, wz = (float(c) for c in command)
+  v = np.array([vx, vy])
+  n = int(round(cfg.period * cfg.fps))
+  phases = np.arange(n) / n
+  dt = cfg.period / n
+  ds = cfg.double_support_ratio
+  swing = 0.5 - ds
+  stance_time = (1.0 - swing) * cfg.period
+  sway = -cfg.sway_amplitude * np.sin(2 * np.pi * phases)
+  sway_vel = -cfg.sway_amplitude * 2 * np.pi / cfg.period * np.cos(2 * np.pi * phases)
+  base_z = ik.home_qpos[2] + cfg.base_height_offset
+  sl = ref_lib.FRAME_LAYOUT.slices
+  frames = np.zeros((n, ref_lib.FRAME_LAYOUT.size))
+  joint_pos = np.zeros((n, consts.ACTUATOR_NAMES.__len__()))
+  joint_ids = {name: i for i, name in enumerate(consts.ACTUATOR_NAMES)}
+  contacts = np.zeros((n, 2))
+  for foot, (side, swing_start, mid_stance) in enumerate(
+      (("left", ds / 2, 0.75), ("right", 0.5 + ds / 2, 0.25))
+  ):
+    leg = ik.legs[side]
+    r_mid = leg["home_pos"][:2] - ik.home_qpos[:2]
+    ends = _stance_offsets(r_mid, v, wz, np.array([-stance_time / 2, stance_time / 2]))
+    q = ik.home_qpos[leg["qpos"]].copy()
+    positions, yaws = np.zeros((n, 3)), np.zeros(n)
+    for k, phase in enumerate(phases):
+      u = (phase - swing_start) % 1.0
+      if u < swing:  # swing: from lift-off (end of stance) to touch-down (start of stance)
+        s = u / swing
+        blend = _smoothstep(np.array(s))
+        xy = (1 - blend) * ends[1] + blend * ends[0]
+        z = cfg.swing_height * 0.5 * (1 - np.cos(2 * np.pi * s))
+        yaw = (1 - blend) * (-wz * stance_time / 2) + blend * (wz * stance_time / 2)
+      else:
+        contacts[k, foot] = 1.0
+        t = ((phase - mid_stance + 0.5) % 1.0 - 0.5) * cfg.period
+        xy = _stance_offsets(r_mid, v, wz, np.array([t]))[0]
+        z = 0.0
+        yaw = -wz * t
+      # The trunk stays at the home pose in the IK: a taller walk lowers the feet.
+      foot_z = leg["home_pos"][2] - cfg.base_height_offset + z
+      target = np.array([ik.home_qpos[0] + xy[0], ik.home_qpos[1] + xy[1] - sway[k], foot_z])
+      positions[k], yaws[k] = target, yaw
+    # Two passes over the period so the warm start is periodic too.
+    for _ in range(2):
+      for k in range(n):
+        q = ik.solve(side, positions[k], yaws[k], q)
+        for name, value in zip(LEGS[side], q):
+          joint_pos[k, joint_ids[name]] = value
+  for name in consts.HEAD_JOINT_NAMES:
+    joint_pos[:, joint_ids[name]] = ik.home_qpos[ik.model.joint(name).qposadr[0]]
+  joint_vel = (np.roll(joint_pos, -1, axis=0) - np.roll(joint_pos, 1, axis=0)) / (2 * dt)
+  frames[:, sl["joint_pos"]] = joint_pos
+  frames[:, sl["joint_vel"]] = joint_vel
+  frames[:, sl["foot_contacts"]] = contacts
+  frames[:, sl["base_linvel"]] = np.stack([np.full(n, vx), vy + sway_vel, np.zeros(n)], axis=-1)
+  frames[:, sl["base_angvel"]] = np.stack([np.zeros(n), np.zeros(n), np.full(n, wz)], axis=-1)
+  frames[:, sl["base_height"]] = base_z
+  return frames
+
+
+def make_ik(task: str = "flat_terrain") -> LegIK:
+  model = base.load_model(task)
+  home = np.array(model.key(consts.HOME_KEYFRAME).qpos)
+  return LegIK(model, home)
+
+
+def generate(cfg: config_dict.ConfigDict | None = None) -> ref_lib.ReferenceTable:
+  """The reference table over the configured command grid."""
+  cfg = cfg or default_config()
+  ik = make_ik()
+  axes = tuple(np.linspace(lo, hi, int(count)) for lo, hi, count in (cfg.vx, cfg.vy, cfg.yaw_rate))
+  n = int(round(cfg.period * cfg.fps))
+  frames = np.zeros((len(axes[0]), len(axes[1]), len(axes[2]), n, ref_lib.FRAME_LAYOUT.size), np.float32)
+  for i, vx in enumerate(axes[0]):
+    for j, vy in enumerate(axes[1]):
+      for k, wz in enumerate(axes[2]):
+        frames[i, j, k] = generate_cycle(ik, (vx, vy, wz), cfg)
+  source = (
+      f"generated by reference_motion.py (period {cfg.period} s, double support {cfg.double_support_ratio}, "
+      f"swing height {cfg.swing_height} m, sway {cfg.sway_amplitude} m)"
+  )
+  return ref_lib.ReferenceTable(axes, frames, float(cfg.period), float(cfg.double_support_ratio), source)
+
+
+def load_default() -> ref_lib.ReferenceTable:
+  """The built-in table (generated once with `generate` and committed)."""
+  return ref_lib.ReferenceTable.load(DEFAULT_PATH)
+
+
+def plot(table: ref_lib.ReferenceTable, command: Sequence[float], output: str | Path, samples: int = 200) -> Path:
+  """PNG of one period of the joint trajectories and foot contacts."""
+  import matplotlib  # pylint: disable=import-outside-toplevel
+
+  matplotlib.use("Agg")
+  import jax  # pylint: disable=import-outside-toplevel
+  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+
+  lookup = jax.jit(jax.vmap(table.lookup_fn(), in_axes=(None, 0)))
+  phases = np.linspace(0.0, 1.0, samples)
+  frames = np.asarray(lookup(np.asarray(command, np.float32), phases))
+  sl = ref_lib.FRAME_LAYOUT.slices
+  fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+  for side, ax in zip(("left", "right"), axes[:2]):
+    for name in LEGS[side]:
+      ax.plot(phases * table.period, frames[:, sl["joint_pos"]][:, consts.ACTUATOR_NAMES.index(name)], label=name)
+    ax.set_ylabel("joint position (rad)")
+    ax.legend(loc="upper right", fontsize=8)
+    ax.grid(alpha=0.3)
+  contacts = frames[:, sl["foot_contacts"]]
+  axes[2].plot(phases * table.period, contacts[:, 0], label="left foot contact")
+  axes[2].plot(phases * table.period, contacts[:, 1] * 0.95, label="right foot contact")
+  axes[2].set_xlabel("time in the gait period (s)")
+  axes[2].legend(loc="upper right", fontsize=8)
+  vx, vy, wz = command
+  fig.suptitle(f"Open Duck Mini V2 reference gait: vx={vx:g} m/s, vy={vy:g} m/s, yaw rate={wz:g} rad/s")
+  fig.tight_layout()
+  output = Path(output)
+  fig.savefig(output, dpi=100)
+  plt.close(fig)
+  return output
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  """Command line: `generate` or `plot`."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+  parser = argparse.ArgumentParser(description="Generate or plot the Open Duck Mini V2 reference gait.")
+  sub = parser.add_subparsers(dest="command", required=True)
+  gen = sub.add_parser("generate", help="(re)generate the reference table")
+  gen.add_argument("--output", default=str(DEFAULT_PATH))
+  gen.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. period=0.6")
+  pl = sub.add_parser("plot", help="PNG of one period for a command")
+  pl.add_argument("--reference", help="table (.npz); default: the built-in one")
+  pl.add_argument("--vx", type=float, default=0.1)
+  pl.add_argument("--vy", type=float, default=0.0)
+  pl.add_argument("--yaw_rate", type=float, default=0.0)
+  pl.add_argument("--output", default="reference_gait.png")
+  args = parser.parse_args(argv)
+  from playground.common import config as config_lib  # pylint: disable=import-outside-toplevel
+
+  try:
+    if args.command == "generate":
+      cfg = config_lib.apply_overrides(default_config(), config_lib.parse_overrides(args.set))
+      table = generate(cfg)
+      Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+      table.save(args.output)
+      logger.info("wrote %s: %s commands x %d frames", args.output, "x".join(str(len(a)) for a in table.axes),
+                  table.num_phases)
+    else:
+      table = ref_lib.ReferenceTable.load(args.reference) if args.reference else load_default()
+      out = plot(table, (args.vx, args.vy, args.yaw_rate), args.output)
+      logger.info("wrote %s", out)
+  except (config_lib.ConfigError, ref_lib.ReferenceError) as e:
+    sys.stderr.write(f"error: {e}\n")
+    return 2
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

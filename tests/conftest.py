@@ -1,0 +1,34 @@
+"""Shared test setup: quiet XLA logs and a persistent compilation cache.
+
+Every test process (pytest workers and the CLI subprocesses they start) uses
+the same JAX persistent cache, so a configuration is compiled once per test
+run instead of once per test.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+CACHE_DIR = REPO_ROOT / ".tmp" / "jax_cache"
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+os.environ.setdefault("PLAYGROUND_JAX_CACHE", str(CACHE_DIR))
+
+import jax  # noqa: E402
+from helpers import run_cli  # noqa: E402
+
+CACHE_DIR.mkdir(parents=True, exist_ok=True)
+jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+  """One `--preset smoke` training run shared by the tests that read its output."""
+  out = tmp_path_factory.mktemp("runs")
+  result = run_cli("--preset", "smoke", "--output_dir", out, "--exp_name", "smoke")
+  assert result.returncode == 0, result.stderr[-3000:]
+  return out / "smoke", result

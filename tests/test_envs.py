@@ -1,0 +1,57 @@
+"""Jit smoke test of every registered env/task, through the training wrapper."""
+
+import jax
+import jax.numpy as jp
+import numpy as np
+import pytest
+
+from playground.common import training_env
+from playground.common.runner import RunArgs
+from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2.runner import ENVS
+from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+
+NUM_ENVS = 2
+NUM_STEPS = 25
+
+
+def _venv(env_name, task, **overrides):
+  runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task))
+  config = runner.default_env_config(env_name)
+  config.episode_length = 20
+  for key, value in overrides.items():
+    config[key] = value
+  env = runner.make_env(env_name, task, config)
+  return env, training_env.VecEnv(env, config.episode_length, runner.make_randomizer(env, config))
+
+
+@pytest.mark.parametrize("task", consts.TASKS)
+@pytest.mark.parametrize("env_name", ENVS)
+def test_reset_and_step_shapes_and_no_nan(env_name, task):
+  env, venv = _venv(env_name, task)
+
+  @jax.jit
+  def rollout(key):
+    models = venv.models(jp.arange(NUM_ENVS))
+    key_reset, key_act = jax.random.split(key)
+    state = venv.reset(jax.random.split(key_reset, NUM_ENVS), models)
+    first = state
+
+    def step(state, key):
+      action = jax.random.uniform(key, (NUM_ENVS, env.action_size), minval=-1, maxval=1)
+      state, result = venv.step(state, action, models, first)
+      return state, (result.obs["state"], result.reward, result.done, result.truncation)
+
+    return jax.lax.scan(step, state, jax.random.split(key_act, NUM_STEPS))
+
+  state, (obs, reward, done, truncation) = jax.device_get(rollout(jax.random.PRNGKey(0)))
+  assert state.env.obs["state"].shape == (NUM_ENVS, 101)
+  assert state.env.obs["privileged_state"].shape == (NUM_ENVS, 167)
+  assert obs.shape == (NUM_STEPS, NUM_ENVS, 101)
+  for leaf in jax.tree_util.tree_leaves((state.env.obs, obs, reward)):
+    assert np.all(np.isfinite(leaf))
+  # Episodes are truncated at episode_length=20 unless they terminated earlier.
+  assert done.sum(axis=0).min() >= 1
+  assert np.all(truncation <= done)
+  metrics = state.env.metrics
+  assert set(metrics) == {f"reward/{k}" for k in env.active_reward_terms}

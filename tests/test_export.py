@@ -1,0 +1,111 @@
+"""ONNX export: the file the robot loads, verified against the JAX policy."""
+
+import jax
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from brax.training.acme import running_statistics
+from helpers import EXPORT
+from helpers import run_cli
+from ml_collections import config_dict
+
+from playground.common import export
+from playground.common import onnx_export
+from playground.common import ppo as ppo_lib
+
+
+def test_every_checkpoint_has_a_robot_ready_onnx_policy(smoke_run):
+  run_dir, _ = smoke_run
+  path = run_dir / "000000002560" / "policy.onnx"
+  assert path.is_file()
+  session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+  (inp,), (out,) = session.get_inputs(), session.get_outputs()
+  assert inp.name == "obs" and inp.shape[1] == 101 and inp.type == "tensor(float)"
+  assert out.name == "continuous_actions" and out.shape[1] == 14
+  actions = session.run(None, {"obs": [np.zeros(101, np.float32)]})[0][0]
+  assert actions.shape == (14,) and np.all(np.abs(actions) <= 1.0)
+  model = onnx.load(str(path))
+  assert model.opset_import[0].version == onnx_export.OPSET
+  ops = {node.op_type for node in model.graph.node}
+  assert ops <= {"Sub", "Div", "MatMul", "Add", "Sigmoid", "Mul", "Slice", "Tanh"}
+  meta = onnx_export.read_metadata(path)
+  assert meta["action_names"][:2] == ["left_hip_yaw", "left_hip_roll"] and len(meta["action_names"]) == 14
+  assert meta["observation_size"] == 101 and meta["observation_layout"][0] == {"name": "gyro", "start": 0, "size": 3}
+  assert meta["action_scale"] == 0.25 and meta["control_period_s"] == 0.02 and len(meta["home_pose"]) == 14
+  assert meta["env"] == "joystick" and meta["task"] == "flat_terrain" and meta["training_step"] == 2560
+  assert meta["project_version"]
+
+
+def test_export_command_writes_a_verified_file(smoke_run, tmp_path):
+  run_dir, _ = smoke_run
+  out = tmp_path / "duck.onnx"
+  result = run_cli(run_dir, "--output", out, script=EXPORT, timeout=300)
+  assert result.returncode == 0, result.stderr
+  assert "max |onnx - jax|" in result.stderr
+  assert out.is_file()
+  # The on-demand export equals the one written at checkpoint time.
+  ckpt = onnx.load(str(run_dir / "000000002560" / "policy.onnx"))
+  again = onnx.load(str(out))
+  for a, b in zip(ckpt.graph.initializer, again.graph.initializer):
+    np.testing.assert_array_equal(onnx.numpy_helper.to_array(a), onnx.numpy_helper.to_array(b))
+
+
+def test_export_command_reports_bad_paths_in_one_line(tmp_path):
+  result = run_cli(tmp_path / "nope", script=EXPORT, timeout=300)
+  assert result.returncode == 2
+  assert result.stderr.strip().count("\n") == 0 and "does not exist" in result.stderr
+  (tmp_path / "empty").mkdir()
+  result = run_cli(tmp_path / "empty", script=EXPORT, timeout=300)
+  assert result.returncode == 2 and "no complete checkpoint" in result.stderr
+
+
+def _random_policy(activation):
+  cfg = config_dict.ConfigDict(dict(
+      policy_hidden_layer_sizes=(32, 16), value_hidden_layer_sizes=(8,), activation=activation,
+      policy_obs_key="state", value_obs_key="state",
+  ))
+  network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
+      {"state": (11,)}, 3, preprocess_observations_fn=running_statistics.normalize
+  )
+  params = network.policy_network.init(jax.random.PRNGKey(0))
+  rng = np.random.default_rng(0)
+  mean = {"state": rng.normal(size=11).astype(np.float32)}
+  std = {"state": rng.uniform(0.5, 3.0, size=11).astype(np.float32)}
+  normalizer = running_statistics.RunningStatisticsState(
+      count=np.ones(()), mean=mean, summed_variance=std, std=std
+  )
+  return network, normalizer, params
+
+
+@pytest.mark.parametrize("activation", ["swish", "elu", "relu", "tanh"])
+def test_onnx_matches_jax_on_1000_observations(activation, tmp_path):
+  network, normalizer, params = _random_policy(activation)
+  path = tmp_path / "p.onnx"
+  diff = export.export(path, network, normalizer, params, "state", 3, activation, {"k": [1, 2]})
+  assert diff <= 1e-5
+  obs = onnx_export.sample_observations(normalizer.mean["state"], normalizer.std["state"], 1000, seed=3)
+  jax_actions = export.jax_policy_fn(network, normalizer, params, "state")(obs)
+  np.testing.assert_allclose(onnx_export.run_onnx(path, obs), jax_actions, atol=1e-5)
+  assert onnx_export.read_metadata(path)["k"] == [1, 2]
+
+
+def test_parity_failure_is_loud_and_writes_nothing(tmp_path):
+  network, normalizer, params = _random_policy("swish")
+  model = onnx_export.build_model(normalizer.mean["state"], normalizer.std["state"], params, 3, "swish")
+  wrong = export.jax_policy_fn(network, normalizer, params, "state")
+  with pytest.raises(onnx_export.ExportError, match="does not match the JAX policy"):
+    onnx_export.verify_parity(model, lambda obs: wrong(obs) + 1e-3, normalizer.mean["state"], normalizer.std["state"])
+
+
+def test_unknown_parameter_layouts_are_rejected():
+  network, normalizer, params = _random_policy("swish")
+  mean, std = normalizer.mean["state"], normalizer.std["state"]
+  with pytest.raises(onnx_export.ExportError, match="not a Brax MLP"):
+    onnx_export.build_model(mean, std, {"params": {"conv_0": params["params"]["hidden_0"]}}, 3, "swish")
+  with pytest.raises(onnx_export.ExportError, match="unsupported policy parameter layout"):
+    onnx_export.build_model(mean, std, {"weights": 1}, 3, "swish")
+  with pytest.raises(onnx_export.ExportError, match="expected 2 x 5"):
+    onnx_export.build_model(mean, std, params, 5, "swish")
+  with pytest.raises(onnx_export.ExportError, match="unsupported activation"):
+    onnx_export.build_model(mean, std, params, 3, "gelu")

@@ -1,0 +1,81 @@
+"""Domain randomization: per-env models differ, within the configured ranges."""
+
+import jax
+import numpy as np
+import pytest
+from mujoco import mjx
+
+from playground.common import randomize
+from playground.open_duck_mini_v2 import base
+from playground.open_duck_mini_v2 import constants as consts
+
+N = 16
+
+
+@pytest.fixture(scope="module")
+def randomized():
+  mj_model = base.load_model("flat_terrain")
+  model = mjx.put_model(mj_model)
+  config = randomize.default_config()
+  targets = randomize.RandomizationTargets(consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES)
+  fn = randomize.make_randomization_fn(mj_model, targets, config)
+  batched, in_axes = jax.jit(fn)(model, jax.random.split(jax.random.PRNGKey(0), N))
+  return mj_model, config, jax.device_get(batched), in_axes
+
+
+def _ids(mj_model):
+  joints = [mj_model.joint(n).id for n in consts.JOINT_NAMES]
+  return mj_model.jnt_dofadr[joints], mj_model.jnt_qposadr[joints]
+
+
+def test_batched_fields_are_declared_in_in_axes(randomized):
+  _, _, batched, in_axes = randomized
+  for name in randomize.RANDOMIZED_FIELDS:
+    assert getattr(in_axes, name) == 0
+    assert getattr(batched, name).shape[0] == N
+  assert in_axes.opt is None or all(x is None for x in jax.tree_util.tree_leaves(in_axes.opt))
+
+
+def test_values_differ_across_envs_within_ranges(randomized):
+  mj_model, c, m, _ = randomized
+  dofs, qpos = _ids(mj_model)
+  floor = mj_model.geom(consts.FLOOR_GEOM).id
+  trunk = mj_model.body(consts.ROOT_BODY).id
+
+  friction = m.geom_friction[:, floor, 0]
+  assert np.all((friction >= c.floor_friction[0]) & (friction <= c.floor_friction[1]))
+  assert np.unique(friction).size == N
+
+  ratio = m.dof_frictionloss[:, dofs] / mj_model.dof_frictionloss[dofs]
+  assert np.all((ratio >= c.frictionloss_scale[0] - 1e-6) & (ratio <= c.frictionloss_scale[1] + 1e-6))
+  np.testing.assert_allclose(m.dof_frictionloss[:, :6], 0.0)
+  ratio = m.dof_armature[:, dofs] / mj_model.dof_armature[dofs]
+  assert np.all((ratio >= c.armature_scale[0] - 1e-6) & (ratio <= c.armature_scale[1] + 1e-6))
+
+  com = m.body_ipos[:, trunk] - mj_model.body_ipos[trunk]
+  assert np.all(np.abs(com) <= c.com_offset + 1e-7) and np.unique(com[:, 0]).size == N
+
+  others = [b for b in range(1, mj_model.nbody) if b != trunk]
+  ratio = m.body_mass[:, others] / mj_model.body_mass[others]
+  assert np.all((ratio >= c.link_mass_scale[0] - 1e-6) & (ratio <= c.link_mass_scale[1] + 1e-6))
+  trunk_delta = m.body_mass[:, trunk] - mj_model.body_mass[trunk]
+  lo = mj_model.body_mass[trunk] * (c.link_mass_scale[0] - 1) + c.trunk_extra_mass[0]
+  hi = mj_model.body_mass[trunk] * (c.link_mass_scale[1] - 1) + c.trunk_extra_mass[1]
+  assert np.all((trunk_delta >= lo - 1e-6) & (trunk_delta <= hi + 1e-6))
+
+  offsets = m.qpos0[:, qpos] - mj_model.qpos0[qpos]
+  assert np.all(np.abs(offsets) <= c.joint_offset + 1e-7)
+  np.testing.assert_allclose(m.qpos0[:, :7], np.broadcast_to(mj_model.qpos0[:7], (N, 7)))
+
+  kp = m.actuator_gainprm[:, :, 0]
+  ratio = kp / mj_model.actuator_gainprm[:, 0]
+  assert np.all((ratio >= c.kp_scale[0] - 1e-6) & (ratio <= c.kp_scale[1] + 1e-6))
+  np.testing.assert_allclose(m.actuator_biasprm[:, :, 1], -kp, rtol=1e-6)
+  np.testing.assert_allclose(m.actuator_biasprm[:, :, 0], kp * offsets, rtol=1e-5, atol=1e-7)
+
+
+def test_missing_names_are_clear_errors():
+  mj_model = base.load_model("flat_terrain")
+  targets = randomize.RandomizationTargets("ground", consts.ROOT_BODY, consts.ACTUATOR_NAMES)
+  with pytest.raises(ValueError, match="'ground'"):
+    randomize.make_randomization_fn(mj_model, targets, randomize.default_config())

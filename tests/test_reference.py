@@ -1,0 +1,209 @@
+"""The generated reference gait, the table format, and community-file import."""
+
+import pickle
+
+import jax
+import jax.numpy as jp
+import numpy as np
+import pytest
+from helpers import run_cli
+
+from playground.common import reference as ref_lib
+from playground.common.config import ConfigError
+from playground.common.tensorboard_reader import read_scalars
+from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import joystick
+from playground.open_duck_mini_v2 import reference_motion as rm
+
+SL = ref_lib.FRAME_LAYOUT.slices
+
+
+@pytest.fixture(scope="module")
+def table():
+  return rm.load_default()
+
+
+@pytest.fixture(scope="module")
+def ik():
+  return rm.make_ik()
+
+
+def _cycle(table, vx, vy, wz):
+  i = int(np.argmin(np.abs(table.axes[0] - vx)))
+  j = int(np.argmin(np.abs(table.axes[1] - vy)))
+  k = int(np.argmin(np.abs(table.axes[2] - wz)))
+  return table.frames[i, j, k]
+
+
+def test_the_built_in_table_is_up_to_date_with_the_model(table, ik):
+  for command in ((0.1, 0.0, 0.0), (-0.05, 0.1, 0.5)):
+    fresh = rm.generate_cycle(ik, command, rm.default_config())
+    np.testing.assert_allclose(_cycle(table, *command), fresh, atol=2e-4)
+
+
+def test_gait_is_periodic(table):
+  lookup = jax.jit(table.lookup_fn())
+  for command in ((0.1, 0.0, 0.0), (0.03, -0.07, 0.3)):
+    np.testing.assert_allclose(lookup(jp.array(command), 0.0), lookup(jp.array(command), 1.0), atol=1e-6)
+    frames = _cycle(table, *command)
+    q = frames[:, SL["joint_pos"]]
+    wrap_step = np.abs(q[0] - q[-1]).max()
+    largest_step = np.abs(np.diff(q, axis=0)).max()
+    assert wrap_step <= largest_step + 1e-6, "the last frame does not lead back to the first"
+
+
+def test_feet_alternate_contacts(table):
+  contacts = table.frames[..., SL["foot_contacts"]]
+  assert np.all(contacts.max(axis=-1) == 1.0), "both feet in the air"
+  left, right = contacts[..., 0], contacts[..., 1]
+  assert np.all(left.min(axis=-1) == 0.0) and np.all(right.min(axis=-1) == 0.0), "a foot never swings"
+  assert not np.any((left == 0) & (right == 0))
+  # The left foot swings in the first half of the period, the right in the second.
+  n = table.num_phases
+  assert np.all(left[..., : n // 2].min(axis=-1) == 0) and np.all(right[..., n // 2 :].min(axis=-1) == 0)
+
+
+@pytest.mark.parametrize("vx", [0.05, 0.1, 0.15, -0.1])
+def test_commanded_speed_matches_the_generated_motion(table, ik, vx):
+  """Forward kinematics of the generated joints: stance feet move back at -vx."""
+  frames = _cycle(table, vx, 0.0, 0.0)
+  np.testing.assert_allclose(frames[:, SL["base_linvel"]][:, 0], vx, rtol=1e-6)
+  dt = table.period / table.num_phases
+  speeds = []
+  for foot, side in enumerate(("left", "right")):
+    legs = [consts.ACTUATOR_NAMES.index(n) for n in rm.LEGS[side]]
+    x = np.array([ik.foot_position(side, f[SL["joint_pos"]][legs])[0] for f in frames])
+    stance = frames[:, SL["foot_contacts"]][:, foot] > 0.5
+    steps = np.where(stance & np.roll(stance, -1))[0]
+    speeds.append(np.mean((x[(steps + 1) % len(x)] - x[steps]) / dt))
+  assert np.mean(speeds) == pytest.approx(-vx, rel=0.10)
+
+
+def test_joint_targets_stay_inside_the_joint_ranges(table):
+  model = rm.make_ik().model
+  q = table.frames[..., SL["joint_pos"]]
+  lower = np.array([model.joint(n).range[0] for n in consts.ACTUATOR_NAMES])
+  upper = np.array([model.joint(n).range[1] for n in consts.ACTUATOR_NAMES])
+  assert np.all(q >= lower - 1e-6) and np.all(q <= upper + 1e-6)
+
+
+def test_swing_feet_lift_off_the_ground(table, ik):
+  frames = _cycle(table, 0.1, 0.0, 0.0)
+  legs = [consts.ACTUATOR_NAMES.index(n) for n in rm.LEGS["left"]]
+  z = np.array([ik.foot_position("left", f[SL["joint_pos"]][legs])[2] for f in frames])
+  swing = frames[:, SL["foot_contacts"]][:, 0] < 0.5
+  assert z[swing].max() - z[~swing].mean() == pytest.approx(rm.default_config().swing_height, abs=0.004)
+
+
+def test_lookup_interpolates_continuously_in_command_and_phase(table):
+  lookup = jax.jit(table.lookup_fn())
+  a, b = table.axes[0][3], table.axes[0][4]
+  fa = np.asarray(lookup(jp.array([a, 0.0, 0.0]), 0.3))
+  fb = np.asarray(lookup(jp.array([b, 0.0, 0.0]), 0.3))
+  mid = np.asarray(lookup(jp.array([0.25 * a + 0.75 * b, 0.0, 0.0]), 0.3))
+  np.testing.assert_allclose(mid, 0.25 * fa + 0.75 * fb, atol=1e-5)
+  k = 5
+  p0, p1 = k / table.num_phases, (k + 1) / table.num_phases
+  f0 = np.asarray(lookup(jp.array([a, 0.0, 0.0]), p0))
+  f1 = np.asarray(lookup(jp.array([a, 0.0, 0.0]), p1))
+  np.testing.assert_allclose(np.asarray(lookup(jp.array([a, 0.0, 0.0]), 0.5 * (p0 + p1))), 0.5 * (f0 + f1), atol=1e-5)
+
+
+def test_table_round_trips_through_npz_without_pickle(table, tmp_path):
+  path = table.save(tmp_path / "t.npz")
+  with np.load(path, allow_pickle=False) as data:
+    assert data["frames"].dtype == np.float32
+  again = ref_lib.ReferenceTable.load(path)
+  np.testing.assert_array_equal(again.frames, table.frames)
+  assert again.period == pytest.approx(0.54)
+
+
+def test_plot_command_writes_a_png(tmp_path):
+  out = tmp_path / "gait.png"
+  result = run_cli("plot", "--vx", "0.1", "--output", out, script=rm.__file__, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_imitation_reward_terms_are_computed_and_logged():
+  config = joystick.default_config()
+  config.reward_config.scales.imitation = 1.0
+  env = joystick.Joystick("flat_terrain", config)
+  names = {f"reward/imitation_{c}" for c in ("joint_pos", "joint_vel", "foot_contacts", "base_linvel", "base_angvel")}
+  state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+  state = jax.jit(env.step)(state, jp.zeros(14))
+  assert names <= set(state.metrics)
+  for name in names:
+    assert 0.0 <= float(state.metrics[name]) <= env.dt * 1.0 + 1e-6
+  assert env.gait_frequency == pytest.approx(1 / 0.54)
+  disabled = joystick.Joystick("flat_terrain", joystick.default_config())
+  assert not any("imitation" in t for t in disabled.active_reward_terms)
+  assert disabled.reference is None
+
+
+def test_uncovered_command_ranges_fail_with_one_line_or_clamp():
+  config = joystick.default_config()
+  config.reward_config.scales.imitation = 1.0
+  config.command_config.lin_vel_x = (-0.5, 0.5)
+  with pytest.raises(ConfigError, match=r"vx range \[-0.5, 0.5\] exceeds the reference grid"):
+    joystick.Joystick("flat_terrain", config)
+  config.reference.clamp = True
+  joystick.Joystick("flat_terrain", config)
+
+
+# ---- The community's polynomial format (a small file built here).
+
+
+def _community_entries(xs=(0.0, 0.1), ys=(-0.05, 0.05), ts=(0.0, 0.5)):
+  rng = np.random.default_rng(0)
+  entries = {}
+  for x in xs:
+    for y in ys:
+      for t in ts:
+        coefficients = {f"dim_{d}": list(rng.normal(scale=0.1, size=4)) for d in range(40)}
+        coefficients["dim_3"] = [1.4, 0.1, 0.0, 0.0]  # left knee: 1.4 + 0.1 * phase
+        coefficients["dim_32"] = [1.0, 0.0, 0.0, 0.0]
+        coefficients["dim_33"] = [0.0, 0.0, 0.0, 0.0]
+        entries[f"{x:.3f}_{y:.3f}_{t:.3f}"] = {
+            "coefficients": coefficients, "period": 0.54, "fps": 50, "nb_steps_in_period": 27,
+            "startend_double_support_ratio": 1.0, "start_offset": 0, "frame_offsets": {},
+        }
+  return entries
+
+
+def test_community_file_converts_with_explicit_opt_in(tmp_path):
+  path = tmp_path / "polynomial_coefficients.pkl"
+  path.write_bytes(pickle.dumps(_community_entries()))
+  with pytest.raises(ConfigError, match="--allow_pickle"):
+    ref_lib.from_polynomial_pickle(path, allow_pickle=False)
+  table = ref_lib.from_polynomial_pickle(path, allow_pickle=True)
+  assert [list(a) for a in table.axes] == [[0.0, 0.1], [-0.05, 0.05], [0.0, 0.5]]
+  assert table.num_phases == 27 and table.period == pytest.approx(0.54)
+  knee = table.frames[0, 0, 0, :, SL["joint_pos"]][:, 3]
+  np.testing.assert_allclose(knee, 1.4 + 0.1 * np.arange(27) / 27, atol=1e-6)
+  np.testing.assert_array_equal(table.frames[..., SL["foot_contacts"]][..., 0], 1.0)
+  cached = ref_lib.prepare(path, True, tmp_path / "cache")
+  assert cached.suffix == ".npz" and ref_lib.prepare(path, True, tmp_path / "cache") == cached
+  np.testing.assert_array_equal(ref_lib.ReferenceTable.load(cached).frames, table.frames)
+
+
+def test_incomplete_community_grid_names_the_missing_commands():
+  entries = _community_entries()
+  del entries["0.100_0.050_0.500"]
+  with pytest.raises(ConfigError, match="missing commands 0.100_0.050_0.500"):
+    ref_lib.from_polynomial_entries(entries)
+
+
+def test_training_with_a_converted_community_file_logs_imitation_components(tmp_path):
+  path = tmp_path / "community.pkl"
+  entries = _community_entries(xs=(-0.15, 0.0, 0.15), ys=(-0.2, 0.2), ts=(-1.0, 1.0))
+  path.write_bytes(pickle.dumps(entries))
+  common = ("--preset", "smoke", "--output_dir", tmp_path, "--set", "reward_config.scales.imitation=2.0")
+  refused = run_cli(*common, "--exp_name", "refused", "--reference", path, timeout=300)
+  assert refused.returncode == 2 and "--allow_pickle" in refused.stderr
+  assert not (tmp_path / "refused").exists()
+  result = run_cli(*common, "--exp_name", "imitation", "--reference", path, "--allow_pickle")
+  assert result.returncode == 0, result.stderr[-3000:]
+  scalars = read_scalars(tmp_path / "imitation")
+  for component in ("joint_pos", "joint_vel", "foot_contacts", "base_linvel", "base_angvel"):
+    assert f"episode/reward/imitation_{component}" in scalars

@@ -1,0 +1,107 @@
+"""Reward terms and advantage estimation against hand-computed numbers."""
+
+import math
+
+import jax.numpy as jp
+import numpy as np
+import pytest
+from brax.training.agents.ppo import losses as ppo_losses
+
+from playground.common import rewards
+
+
+def test_tracking_lin_vel():
+  # error = (0.1-0.05)^2 + (0-0.05)^2 = 0.005 ; exp(-0.005/0.01) = exp(-0.5)
+  value = rewards.tracking_lin_vel(jp.array([0.1, 0.0]), jp.array([0.05, 0.05]), 0.01)
+  assert float(value) == pytest.approx(math.exp(-0.5), rel=1e-6)
+  assert float(rewards.tracking_lin_vel(jp.array([0.1, 0.2]), jp.array([0.1, 0.2]), 0.01)) == 1.0
+
+
+def test_tracking_ang_vel_and_head_tracking():
+  assert float(rewards.tracking_ang_vel(jp.array(1.0), jp.array(0.8), 0.01)) == pytest.approx(
+      math.exp(-4.0), rel=1e-5
+  )
+  value = rewards.head_tracking(jp.array([0.1, 0.2, 0.0, 0.0]), jp.array([0.0, 0.0, 0.0, 0.1]), 0.1)
+  assert float(value) == pytest.approx(math.exp(-(0.01 + 0.04 + 0.01) / 0.1), rel=1e-6)
+
+
+def test_costs():
+  assert float(rewards.torques(jp.array([1.0, -2.0, 3.0]))) == pytest.approx(14.0)
+  assert float(rewards.action_rate(jp.array([1.0, 0.5]), jp.array([0.0, 1.0]))) == pytest.approx(1.25)
+  assert float(rewards.orientation(jp.array([0.1, -0.2, -0.97]))) == pytest.approx(0.05)
+  assert float(rewards.lin_vel_z(jp.array([1.0, 2.0, -0.5]))) == pytest.approx(0.25)
+  assert float(rewards.ang_vel_xy(jp.array([0.3, 0.4, 9.0]))) == pytest.approx(0.25)
+  assert float(rewards.base_height(jp.array(0.15), 0.16)) == pytest.approx(1e-4, rel=1e-4)
+  assert float(rewards.joint_limits(jp.array([-2.0, 0.0, 2.5]), jp.array([-1.0] * 3), jp.array([2.0] * 3))) == (
+      pytest.approx(1.5)
+  )
+
+
+def test_stand_still_only_for_zero_commands():
+  error = jp.array([0.1, -0.2, 0.3])
+  assert float(rewards.stand_still(jp.zeros(3), error)) == pytest.approx(0.6)
+  assert float(rewards.stand_still(jp.array([0.1, 0.0, 0.0]), error)) == 0.0
+
+
+def test_feet_air_time_rewards_long_steps_when_moving():
+  air = jp.array([0.5, 0.1])
+  touch = jp.array([1.0, 1.0])
+  # (0.5 - 0.2) + (0.1 - 0.2) = 0.2
+  assert float(rewards.feet_air_time(air, touch, jp.array([0.1, 0, 0]), 0.2)) == pytest.approx(0.2)
+  assert float(rewards.feet_air_time(air, touch, jp.zeros(3), 0.2)) == 0.0
+  assert float(rewards.feet_air_time(air, jp.array([0.0, 1.0]), jp.array([0.1, 0, 0]), 0.2)) == (
+      pytest.approx(-0.1)
+  )
+
+
+def test_feet_slip_counts_only_feet_in_contact():
+  value = rewards.feet_slip(jp.array([1.0, 0.0]), jp.array([[0.3, 0.4], [1.0, 1.0]]))
+  assert float(value) == pytest.approx(0.25)
+
+
+def test_alive_and_termination():
+  assert float(rewards.alive()) == 1.0
+  assert float(rewards.termination(jp.array(True))) == 1.0
+  assert float(rewards.termination(jp.array(False))) == 0.0
+
+
+def test_gae_matches_a_hand_computed_example():
+  """GAE with gamma=0.5, lambda=0.5 on 3 steps, one env, termination at t=1."""
+  gamma, lam = 0.5, 0.5
+  rewards_ = np.array([1.0, 2.0, 3.0])
+  values = np.array([0.5, 1.0, 1.5])
+  bootstrap = 2.0
+  termination = np.array([0.0, 1.0, 0.0])
+  truncation = np.zeros(3)
+  # deltas: d0 = 1 + 0.5*1.0 - 0.5 = 1.0 ; d1 = 2 + 0 - 1.0 = 1.0 ; d2 = 3 + 0.5*2 - 1.5 = 2.5
+  # A2 = 2.5 ; A1 = d1 = 1.0 (terminated) ; A0 = d0 + 0.25 * A1 = 1.25
+  vs, adv = ppo_losses.compute_gae(
+      truncation=jp.array(truncation)[:, None],
+      termination=jp.array(termination)[:, None],
+      rewards=jp.array(rewards_)[:, None],
+      values=jp.array(values)[:, None],
+      bootstrap_value=jp.array([bootstrap]),
+      lambda_=lam,
+      discount=gamma,
+  )
+  np.testing.assert_allclose(np.array(vs)[:, 0], values + np.array([1.25, 1.0, 2.5]), rtol=1e-6)
+  # advantages are one-step TD errors w.r.t. the lambda-returns vs
+  expected_adv = [
+      1.0 + gamma * (values[1] + 1.0) - values[0],
+      2.0 - values[1],
+      3.0 + gamma * bootstrap - values[2],
+  ]
+  np.testing.assert_allclose(np.array(adv)[:, 0], expected_adv, rtol=1e-6)
+
+
+def test_gae_masks_truncated_steps():
+  vs, adv = ppo_losses.compute_gae(
+      truncation=jp.array([[0.0], [1.0]]),
+      termination=jp.zeros((2, 1)),
+      rewards=jp.array([[1.0], [1.0]]),
+      values=jp.array([[0.0], [0.0]]),
+      bootstrap_value=jp.array([10.0]),
+      lambda_=1.0,
+      discount=0.9,
+  )
+  assert float(adv[1, 0]) == 0.0

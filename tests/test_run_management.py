@@ -1,0 +1,256 @@
+"""Run management: exact resume, interruption, atomic checkpoints, restore modes.
+
+Every training here is a real subprocess of the runner (the `smoke` preset,
+1280 env steps per iteration), writing real Orbax checkpoints.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+from helpers import DUCK
+from helpers import REPO_ROOT
+from helpers import run_cli
+
+from playground.common import checkpointing
+from playground.common.runner import RunArgs
+from playground.common.tensorboard_reader import read_scalars
+from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+
+SMOKE = ("--preset", "smoke")
+
+
+def load_tree(step_dir: Path):
+  with ocp.StandardCheckpointer() as checkpointer:
+    return checkpointer.restore(Path(step_dir) / "state")
+
+
+def assert_trees_equal(a, b):
+  leaves_a, tree_a = jax.tree_util.tree_flatten(a)
+  leaves_b, tree_b = jax.tree_util.tree_flatten(b)
+  assert tree_a == tree_b
+  for x, y in zip(leaves_a, leaves_b):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def assert_leaves_equal(a, b):
+  leaves_a, leaves_b = jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b)
+  assert len(leaves_a) == len(leaves_b)
+  for x, y in zip(leaves_a, leaves_b):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def steps_of(run_dir: Path) -> list[int]:
+  return [int(p.name) for p in checkpointing.list_checkpoints(run_dir)]
+
+
+def test_resume_is_bit_exact_and_seeded_runs_are_reproducible(tmp_path, smoke_run):
+  full = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "full", "--num_timesteps", 5120)
+  assert full.returncode == 0, full.stderr[-3000:]
+  half = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "half", "--num_timesteps", 2560)
+  assert half.returncode == 0, half.stderr[-3000:]
+  # Same seed and config as the shared smoke run: identical parameters.
+  smoke_dir, _ = smoke_run
+  assert_trees_equal(
+      load_tree(tmp_path / "half" / "000000002560")["training_state"],
+      load_tree(smoke_dir / "000000002560")["training_state"],
+  )
+  resumed = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "half", "--num_timesteps", 5120, "--resume")
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "start at 2,560" in resumed.stderr
+  a = load_tree(tmp_path / "full" / "000000005120")
+  b = load_tree(tmp_path / "half" / "000000005120")
+  assert_trees_equal(a["training_state"], b["training_state"])
+  assert_trees_equal(a["env_state"], b["env_state"])
+  assert int(a["training_state"]["env_steps"]["lo"]) == 5120
+  # TensorBoard continues the x-axis: no step is logged twice.
+  steps = [s for s, _ in read_scalars(tmp_path / "half")["episode/reward"]]
+  assert steps == sorted(set(steps)) and steps[-1] == 5120 and 2560 in steps
+
+
+def test_run_directory_semantics(tmp_path, smoke_run):
+  smoke_dir, _ = smoke_run
+  run_dir = tmp_path / "smoke"
+  shutil.copytree(smoke_dir, run_dir)
+  before = sorted(str(p) for p in run_dir.rglob("*"))
+  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "smoke", timeout=300)
+  assert result.returncode == 2
+  assert "FileExistsError" in result.stderr and "--resume" in result.stderr and "--overwrite" in result.stderr
+  assert sorted(str(p) for p in run_dir.rglob("*")) == before
+  # --resume of a finished run: nothing to do, nothing changed.
+  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "smoke", "--resume", timeout=300)
+  assert result.returncode == 0 and "nothing to do" in result.stderr
+  # --resume without any checkpoint: clear error, no directory left behind.
+  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "ghost", "--resume", timeout=300)
+  assert result.returncode == 2 and "does not exist" in result.stderr
+  assert not (tmp_path / "ghost").exists()
+  (tmp_path / "empty").mkdir()
+  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "empty", "--resume", timeout=300)
+  assert result.returncode == 2 and "no complete checkpoint" in result.stderr
+  # --overwrite starts over.
+  marker = run_dir / "marker.txt"
+  marker.write_text("old run")
+  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "smoke", "--overwrite")
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert not marker.exists() and steps_of(run_dir) == [2560]
+
+
+def test_missing_corrupted_and_incompatible_checkpoints_are_one_line_errors(tmp_path, smoke_run):
+  smoke_dir, _ = smoke_run
+
+  def check(args, expected):
+    result = run_cli(*SMOKE, "--output_dir", tmp_path / "out", "--exp_name", "x", *args, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+
+  check(["--restore_checkpoint_path", tmp_path / "nowhere"], "does not exist")
+  corrupted = tmp_path / "corrupted"
+  shutil.copytree(smoke_dir, corrupted)
+  for f in (corrupted / "000000002560" / "state").rglob("*"):
+    if f.is_file() and f.stat().st_size > 100:
+      f.write_bytes(b"garbage")
+  result = run_cli(*SMOKE, "--output_dir", tmp_path / "out", "--exp_name", "y",
+                   "--restore_checkpoint_path", corrupted, timeout=600)
+  assert result.returncode == 2 and "cannot load checkpoint" in result.stderr, result.stderr[-2000:]
+  assert "Traceback" not in result.stderr
+  incomplete = tmp_path / "incomplete" / "000000002560"
+  shutil.copytree(smoke_dir / "000000002560", incomplete)
+  (incomplete / "meta.json").unlink()
+  check(["--restore_checkpoint_path", incomplete], "is incomplete")
+  check(["--restore_checkpoint_path", smoke_dir, "--set", "ppo.policy_hidden_layer_sizes=[64,64]"],
+        "policy_hidden_layer_sizes is [32, 32] in the checkpoint but [64, 64]")
+  check(["--restore_checkpoint_path", smoke_dir, "--num_envs", 32], "num_envs is 16 in the checkpoint but 32")
+  check(["--restore_checkpoint_path", smoke_dir, "--env", "standing"], "env is joystick in the checkpoint")
+
+
+def test_restore_modes_load_what_they_claim(smoke_run):
+  smoke_dir, _ = smoke_run
+  step_dir = smoke_dir / "000000002560"
+  source = load_tree(step_dir)["training_state"]
+  runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke"))
+  session = runner.build(runner.resolve_config())
+  fresh, _, _ = runner.initial_state(session, None, "all")
+  fresh = jax.device_get(fresh)
+
+  def arrays(tree):
+    return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
+
+  ts, _, step = runner.initial_state(session, step_dir, "all")
+  assert step == 2560
+  assert_trees_equal(arrays(ts.params.policy), source["params"]["policy"])
+  assert_leaves_equal(ts.optimizer_state, source["optimizer_state"])
+  np.testing.assert_array_equal(np.asarray(ts.key), source["key"])
+
+  ts, _, step = runner.initial_state(session, step_dir, "model")
+  assert step == 0 and int(ts.env_steps) == 0
+  assert_trees_equal(arrays(ts.params.policy), source["params"]["policy"])
+  assert_trees_equal(arrays(ts.params.value), source["params"]["value"])
+  assert_trees_equal(arrays(ts.normalizer_params.mean), source["normalizer_params"]["mean"])
+  assert_leaves_equal(ts.optimizer_state, fresh.optimizer_state)
+  np.testing.assert_array_equal(np.asarray(ts.key), np.asarray(fresh.key))
+
+  ts, _, step = runner.initial_state(session, step_dir, "except-critic")
+  assert step == 0
+  assert_trees_equal(arrays(ts.params.policy), source["params"]["policy"])
+  assert_trees_equal(arrays(ts.params.value), arrays(fresh.params.value))
+  with pytest.raises(AssertionError):
+    assert_trees_equal(arrays(ts.params.value), source["params"]["value"])
+
+
+def _start(tmp_path, name, *args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.Popen(
+      [sys.executable, str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", name, *map(str, args)],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT,
+  )
+
+
+def _wait_for(predicate, timeout, proc):
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    if predicate():
+      return True
+    if proc.poll() is not None:
+      return False
+    time.sleep(0.01)
+  return False
+
+
+def test_sigint_saves_a_resumable_checkpoint(tmp_path):
+  proc = _start(tmp_path, "interrupted", "--num_timesteps", 1_000_000, "--checkpoint_every", 1_000_000)
+  run_dir = tmp_path / "interrupted"
+  started = _wait_for(lambda: len(read_scalars(run_dir).get("episode/reward", [])) >= 1, 600, proc)
+  assert started, "training did not start"
+  sent = time.monotonic()
+  proc.send_signal(signal.SIGINT)
+  _, stderr = proc.communicate(timeout=60)
+  assert proc.returncode == 0, stderr[-3000:]
+  assert time.monotonic() - sent < 30
+  assert "Resume with:" in stderr and "--resume" in stderr
+  steps = steps_of(run_dir)
+  assert len(steps) == 1 and 0 < steps[0] < 1_000_000
+  resumed = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "interrupted", "--resume",
+                    "--num_timesteps", steps[0] + 1280, "--checkpoint_every", 1_000_000)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert steps_of(run_dir)[-1] == steps[0] + 1280
+
+
+def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
+  run_dir = tmp_path / "killed"
+
+  def saving_after_a_complete_one():
+    if not run_dir.is_dir():
+      return False
+    tmp = [p for p in run_dir.iterdir() if p.name.startswith(".tmp-")]
+    return bool(tmp) and len(steps_of(run_dir)) >= 1
+
+  # A save takes a fraction of a second; if the kill lands just after the
+  # rename, try again (each attempt resumes the same run).
+  for attempt in range(4):
+    args = ["--num_timesteps", 1_000_000, "--checkpoint_every", 1280, "--keep_last", 0]
+    proc = _start(tmp_path, "killed", *args, *(["--resume"] if attempt else []))
+    caught = _wait_for(saving_after_a_complete_one, 600, proc)
+    proc.kill()
+    proc.communicate(timeout=60)
+    assert caught, "never observed a checkpoint being written"
+    if any(p.name.startswith(".tmp-") for p in run_dir.iterdir()):
+      break
+  else:
+    pytest.fail("could not kill the process while it was writing a checkpoint")
+  complete = steps_of(run_dir)
+  assert complete, "the previous checkpoint must survive"
+  last = run_dir / checkpointing.step_dir_name(complete[-1])
+  assert load_tree(last)["training_state"]["params"]["policy"]
+  assert checkpointing.latest_checkpoint(run_dir) == last
+  resumed = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "killed", "--resume",
+                    "--num_timesteps", complete[-1] + 1280, "--checkpoint_every", 1280)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"start at {complete[-1]:,}" in resumed.stderr
+  assert not any(p.name.startswith(".tmp-") for p in run_dir.iterdir())
+  assert steps_of(run_dir)[-1] == complete[-1] + 1280
+
+
+def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_path, smoke_run):
+  smoke_dir, _ = smoke_run
+  run_dir = tmp_path / "smoke"
+  shutil.copytree(smoke_dir, run_dir)
+  good = load_tree(run_dir / "000000002560")
+  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "smoke", "--resume", "--num_timesteps", 5120,
+                   "--set", "ppo.learning_rate=1e39", "--set", "ppo.max_grad_norm=0.0")
+  assert result.returncode == 3, result.stderr[-3000:]
+  assert "diverged at step 3,840" in result.stderr and "Traceback" not in result.stderr
+  assert steps_of(run_dir) == [2560]
+  assert_trees_equal(load_tree(run_dir / "000000002560"), good)
+  config = json.loads((run_dir / "config.json").read_text())
+  assert config["ppo_config"]["learning_rate"] == 1e39
