@@ -78,6 +78,7 @@ class RunArgs:
   eval_every: int | None = None
   log_every: int | None = None
   compilation_cache_dir: str | None = None
+  extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass

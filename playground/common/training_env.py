@@ -15,7 +15,7 @@
   step, and gives every new episode a new random start.
 
 `compact`/`expand` convert the batch state to and from its checkpoint form,
-which keeps only MuJoCo's integration state (`mjSTATE_INTEGRATION`) of the
+which keeps only MuJoCo's integration state (`INTEGRATION_FIELDS`) of the
 simulation: the derived quantities are recomputed by the next physics step.
 """
 
@@ -27,7 +27,6 @@ from typing import Any
 
 import jax
 import jax.numpy as jp
-import mujoco
 from flax import struct
 from mujoco import mjx
 from mujoco_playground import MjxEnv
@@ -35,14 +34,12 @@ from mujoco_playground import State
 
 RandomizationFn = Callable[[mjx.Model, jax.Array], tuple[mjx.Model, Any]]
 
-# MuJoCo's integration state (mjSTATE_INTEGRATION) minus the elements MJX
-# does not model (plastic deformation, plugins).
-_INTEGRATION = 0
-for _name in (
-    "TIME", "QPOS", "QVEL", "ACT", "HISTORY", "WARMSTART", "CTRL", "QFRC_APPLIED",
-    "XFRC_APPLIED", "EQ_ACTIVE", "MOCAP_POS", "MOCAP_QUAT", "USERDATA",
-):
-  _INTEGRATION |= int(getattr(mujoco.mjtState, f"mjSTATE_{_name}", 0))
+#: The `mjx.Data` fields of MuJoCo's integration state (mjSTATE_INTEGRATION):
+#: everything the next physics step reads. All other fields are recomputed.
+INTEGRATION_FIELDS = (
+    "time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "qfrc_applied", "xfrc_applied",
+    "eq_active", "mocap_pos", "mocap_quat", "userdata",
+)
 
 
 @struct.dataclass
@@ -177,11 +174,7 @@ class VecEnv:
     """Uses `reset_state` for every env of `state` that is not initialized."""
     ready = state.initialized
 
-    def select(new, old):
-      mask = jp.reshape(ready, ready.shape + (1,) * (old.ndim - 1))
-      return jp.where(mask, old, new)
-
-    return jax.tree_util.tree_map(select, reset_state, state)
+    return jax.tree_util.tree_map(lambda new, old: _select(~ready, new, old), reset_state, state)
 
   def step(
       self, state: EnvState, action: jax.Array, models, reset_state: EnvState
@@ -196,10 +189,7 @@ class VecEnv:
     episode_return = state.episode_return + nstate.reward
     episode_metrics = jax.tree_util.tree_map(jp.add, state.episode_metrics, nstate.metrics)
 
-    def select(reset_value, value):
-      mask = jp.reshape(done, done.shape + (1,) * (value.ndim - 1))
-      return jp.where(mask, reset_value, value)
-
+    select = lambda reset_value, value: _select(done, reset_value, value)  # noqa: E731
     next_env = nstate.replace(
         data=jax.tree_util.tree_map(select, reset_state.env.data, nstate.data),
         obs=jax.tree_util.tree_map(select, reset_state.env.obs, nstate.obs),
@@ -229,14 +219,18 @@ class VecEnv:
 
   def compact(self, state: EnvState) -> EnvState:
     """Checkpoint form: `data` reduced to MuJoCo's integration state."""
-    model = self.env.mjx_model
-    physics = jax.vmap(lambda d: mjx.get_state(model, d, _INTEGRATION))(state.env.data)
+    data = state.env.data
+    physics = {name: getattr(data, name) for name in INTEGRATION_FIELDS if hasattr(data, name)}
     return state.replace(env=state.env.replace(data=physics))
 
   def expand(self, compact_state: EnvState, template: EnvState) -> EnvState:
     """Inverse of `compact`; `template` supplies a full batched `data`."""
-    model = self.env.mjx_model
-    data = jax.vmap(lambda d, s: mjx.set_state(model, d, s, _INTEGRATION))(
-        template.env.data, compact_state.env.data
-    )
+    data = template.env.data.replace(**compact_state.env.data)
     return compact_state.replace(env=compact_state.env.replace(data=data))
+
+
+def _select(mask: jax.Array, on_true: jax.Array, on_false: jax.Array) -> jax.Array:
+  """Per-env `where`; leaves without the env axis (Warp's shared buffers) take `on_false`."""
+  if on_false.ndim == 0 or on_false.shape[0] != mask.shape[0]:
+    return on_false
+  return jp.where(jp.reshape(mask, mask.shape + (1,) * (on_false.ndim - 1)), on_true, on_false)

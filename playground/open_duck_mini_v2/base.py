@@ -129,6 +129,19 @@ class RobotIndices:
     return data.sensordata[adr : adr + dim]
 
 
+def quiet_warp(model: mjx.Model) -> mjx.Model:
+  """Turns off MuJoCo Warp's per-step "iterations limit reached" printout.
+
+  The model deliberately runs one Newton iteration per step (as MJX training
+  setups do); Warp would print a warning from its kernels at every step. The
+  switch lives in the Warp options; a model without it is returned unchanged.
+  """
+  impl = getattr(model.opt, "_impl", None)
+  if impl is None or not hasattr(impl, "warn_overflow"):
+    return model
+  return model.replace(opt=model.opt.replace(_impl=impl.replace(warn_overflow=0)))
+
+
 @struct.dataclass
 class DataView:
   """The simulation fields `read` uses, as a pytree (for MuJoCo C states).
@@ -286,7 +299,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     self._task = task
     self._mj_model = load_model(task)
     self._mj_model.opt.timestep = self._config.sim_dt
-    self._mjx_model = mjx.put_model(self._mj_model, impl=self._config.impl)
+    self._mjx_model = quiet_warp(mjx.put_model(self._mj_model, impl=self._config.impl))
     self._ids = RobotIndices.from_model(self._mj_model)
     self._xml_path = str(consts.XML_DIR / f"scene_{task.removesuffix('_backlash')}.xml")
 

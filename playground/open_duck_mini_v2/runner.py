@@ -40,7 +40,7 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
           num_minibatches=32,
           num_updates_per_batch=4,
           learning_rate=3e-4,
-          entropy_cost=5e-3,
+          entropy_cost=1e-3,
           discounting=0.97,
           gae_lambda=0.95,
           clipping_epsilon=0.2,
@@ -58,12 +58,12 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
   c.keep_last = 5
   if preset == "quick":
     c.update(dict(
-        num_timesteps=600_000, num_envs=128, batch_size=128, num_minibatches=4,
-        unroll_length=20, num_updates_per_batch=2, num_eval_envs=32,
-        eval_every=100_000, log_every=20_000,
+        num_timesteps=1_500_000, num_envs=128, batch_size=128, num_minibatches=4,
+        unroll_length=20, num_updates_per_batch=4, learning_rate=1e-3, num_eval_envs=32,
+        eval_every=150_000, log_every=20_000,
         policy_hidden_layer_sizes=(64, 64), value_hidden_layer_sizes=(128, 128),
     ))
-    c.checkpoint_every = 200_000
+    c.checkpoint_every = 300_000
   elif preset == "smoke":
     c.update(dict(
         num_timesteps=2_560, num_envs=16, batch_size=16, num_minibatches=4,
