@@ -220,7 +220,11 @@ class VecEnv:
   def compact(self, state: EnvState) -> EnvState:
     """Checkpoint form: `data` reduced to MuJoCo's integration state."""
     data = state.env.data
-    physics = {name: getattr(data, name) for name in INTEGRATION_FIELDS if hasattr(data, name)}
+    physics = {
+        name: getattr(data, name)
+        for name in INTEGRATION_FIELDS
+        if hasattr(data, name) and getattr(data, name).size > 0  # Orbax rejects empty arrays
+    }
     return state.replace(env=state.env.replace(data=physics))
 
   def expand(self, compact_state: EnvState, template: EnvState) -> EnvState:
