@@ -134,7 +134,7 @@ def save(
   tmp = run_dir / f".tmp-{step_dir_name(step)}-{os.getpid()}"
   shutil.rmtree(tmp, ignore_errors=True)
   tmp.mkdir(parents=True)
-  checkpointer = ocp.StandardCheckpointer()
+  checkpointer = _checkpointer()
   checkpointer.save(tmp / STATE_DIR, tree)
   checkpointer.wait_until_finished()
   checkpointer.close()
@@ -157,7 +157,7 @@ def restore(step_dir: Path, abstract_tree: Any) -> Any:
     CheckpointError: if the files are missing, truncated or do not match.
   """
   try:
-    with ocp.StandardCheckpointer() as checkpointer:
+    with _checkpointer() as checkpointer:
       return checkpointer.restore(Path(step_dir) / STATE_DIR, abstract_tree)
   except Exception as e:  # pylint: disable=broad-except
     reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -173,10 +173,20 @@ def prune(run_dir: Path, keep_last: int) -> None:
 
 
 def abstract(tree: Any) -> Any:
-  """ShapeDtypeStructs (with shardings) describing `tree`, for `restore`."""
-  return jax.tree_util.tree_map(
-      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None)),
-      tree,
+  """ShapeDtypeStructs describing `tree`, restored onto this process's first device."""
+  device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
+  return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), tree)
+
+
+def _checkpointer() -> ocp.StandardCheckpointer:
+  """An Orbax checkpointer that involves this process only.
+
+  In a multi-process run only process 0 writes (the state is gathered to it
+  first), and every process restores on its own: no cross-process barriers.
+  """
+  me = jax.process_index()
+  return ocp.StandardCheckpointer(
+      multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
   )
 
 

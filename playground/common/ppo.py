@@ -43,6 +43,7 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 from ml_collections import config_dict
 
+from playground.common import distributed
 from playground.common.ppo_config import default_config  # noqa: F401  (re-export)
 from playground.common.training_env import EnvState
 from playground.common.training_env import StepResult
@@ -121,8 +122,8 @@ class PPO:
   Args:
     venv: the batched training environment.
     config: PPO hyper-parameters (`default_config()` layout).
-    devices: devices to shard the environment batch over (default: all
-      local devices).
+    devices: devices to shard the environment batch over (default: every
+      device of every process, see `playground.common.distributed`).
   """
 
   venv: VecEnv
@@ -131,7 +132,7 @@ class PPO:
 
   def __post_init__(self):
     cfg = self.config
-    self.devices = list(self.devices or jax.local_devices())
+    self.devices = list(self.devices or jax.devices())
     self.mesh = Mesh(np.array(self.devices), (AXIS,))
     validate(cfg, len(self.devices))
     self.obs_shapes = observation_shapes(self.venv.observation_size)
@@ -145,7 +146,10 @@ class PPO:
     if cfg.max_grad_norm:
       optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optimizer)
     self.optimizer = optimizer
-    self.local_num_envs = cfg.num_envs // len(self.devices)
+    self.local_num_envs = cfg.num_envs // len(self.devices)  # per device
+    self.process_num_envs = self.local_num_envs * sum(
+        d.process_index == jax.process_index() for d in self.devices
+    )
     self.unrolls_per_iteration = cfg.batch_size * cfg.num_minibatches // cfg.num_envs
     self.env_steps_per_iteration = steps_per_iteration(cfg)
     self._loss_and_grad = gradients.loss_and_pgrad(
@@ -202,7 +206,7 @@ class PPO:
         env_steps=types.UInt64(hi=0, lo=0),
         key=key,
     )
-    return jax.device_put(strip_weak_type(state), self.replicated)
+    return distributed.to_global(distributed.host_local(strip_weak_type(state)), self.replicated)
 
   def init_env_state(self) -> EnvState:
     """A placeholder batch state, sharded over the devices.
@@ -211,7 +215,7 @@ class PPO:
     state's key, so the initial states follow from the seed and need no
     separate compilation.
     """
-    return jax.device_put(self.venv.placeholder(self.config.num_envs), self.sharded)
+    return distributed.to_global(self.venv.placeholder(self.process_num_envs), self.sharded)
 
   def _local_env_index(self) -> jax.Array:
     offset = jax.lax.axis_index(AXIS) * self.local_num_envs
@@ -315,7 +319,7 @@ class PPO:
 
   def inference_params(self, ts: TrainingState):
     """(normalizer, policy, value) params on the host, as Brax's `make_policy` expects."""
-    return jax.device_get((ts.normalizer_params, ts.params.policy, ts.params.value))
+    return distributed.host_local((ts.normalizer_params, ts.params.policy, ts.params.value))
 
 
 def init_policy_head(policy_params: Any, action_size: int, noise_std: float, mean_scale: float) -> Any:

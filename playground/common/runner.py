@@ -78,6 +78,9 @@ class RunArgs:
   eval_every: int | None = None
   log_every: int | None = None
   compilation_cache_dir: str | None = None
+  coordinator_address: str | None = None
+  num_processes: int | None = None
+  process_id: int | None = None
   extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
@@ -295,8 +298,10 @@ class BaseRunner(abc.ABC):
   # ---- Callbacks.
 
   def progress_callback(self, step: int, metrics: dict[str, float]) -> None:
-    """Writes `metrics` to TensorBoard and prints the progress line."""
-    if self.reporter is None:
+    """Writes `metrics` to TensorBoard and prints the progress line (process 0 only)."""
+    from playground.common import distributed  # pylint: disable=import-outside-toplevel
+
+    if self.reporter is None or not distributed.is_primary():
       return
     self.reporter.write(step, metrics)
     if "perf/sps" in metrics:
@@ -305,9 +310,17 @@ class BaseRunner(abc.ABC):
   def checkpoint_callback(self, step: int, training_state, env_state, ctx: dict) -> Path:
     """Saves the complete training state (and policy files) as checkpoint `step`."""
     from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+    from playground.common import distributed  # pylint: disable=import-outside-toplevel
 
     ppo = ctx["ppo"]
-    tree = {"training_state": training_state, "env_state": ctx["venv"].compact(env_state)}
+    # Every process joins the gather; only process 0 writes.
+    tree = {
+        "training_state": distributed.host_local(training_state),
+        "env_state": distributed.gather(ctx["venv"].compact(env_state)),
+    }
+    self._last_checkpoint_step = int(step)
+    if not distributed.is_primary():
+      return self.run_dir / checkpointing.step_dir_name(step)
     meta = {
         "step": int(step),
         "compat": ctx["compat"],
@@ -323,7 +336,6 @@ class BaseRunner(abc.ABC):
         extra=lambda d: self.export_policy(d, step, ppo, training_state, ctx),
     )
     checkpointing.prune(self.run_dir, ctx["keep_last"])
-    self._last_checkpoint_step = int(step)
     logger.info("checkpoint %s", path)
     return path
 
@@ -361,8 +373,17 @@ class BaseRunner(abc.ABC):
 
   def run(self) -> int:
     """Runs training; returns the process exit status."""
+    from playground.common import distributed  # pylint: disable=import-outside-toplevel
+
     cfg = self.resolve_config()
+    a = self.args
+    try:
+      distributed.initialize(a.coordinator_address, a.num_processes, a.process_id)
+    except ValueError as e:
+      raise ConfigError(str(e)) from None
     run_dir, restore_dir = self.prepare_run_dir()
+    # Every process has checked the run directory before process 0 creates it.
+    distributed.barrier("run_dir_checked")
     restore_meta = None
     if restore_dir is not None:
       from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
@@ -443,9 +464,11 @@ class BaseRunner(abc.ABC):
     import numpy as np  # pylint: disable=import-outside-toplevel
 
     from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+    from playground.common import distributed  # pylint: disable=import-outside-toplevel
     from playground.common import progress  # pylint: disable=import-outside-toplevel
 
     a, p = self.args, cfg.ppo_config
+    primary = distributed.is_primary()
     session = self.build(cfg)
     env, venv, ppo, evaluator, compat = session.env, session.venv, session.ppo, session.evaluator, session.compat
     if restore_meta is not None:
@@ -454,27 +477,29 @@ class BaseRunner(abc.ABC):
     ts, env_state, start_step = self.initial_state(session, restore_dir, "all" if a.resume else a.restore_mode)
 
     # Create (or reuse) the run directory only now that everything is valid.
-    if a.overwrite and run_dir.exists():
-      logger.warning("--overwrite: deleting %s", run_dir)
-      shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    checkpointing.cleanup_incomplete(run_dir)
+    # Only process 0 writes files.
     self.run_dir = run_dir
     versions = package_versions()
+    if primary:
+      if a.overwrite and run_dir.exists():
+        logger.warning("--overwrite: deleting %s", run_dir)
+        shutil.rmtree(run_dir)
+      run_dir.mkdir(parents=True, exist_ok=True)
+      checkpointing.cleanup_incomplete(run_dir)
+      write_config(run_dir, self, cfg, versions, restore_dir)
     keep_last = a.keep_last if a.keep_last is not None else int(p.get("keep_last", 5))
     checkpoint_every = a.checkpoint_every or int(p.get("checkpoint_every", p.num_timesteps))
-    write_config(run_dir, self, cfg, versions, restore_dir)
     total = int(p.num_timesteps)
     self._last_checkpoint_step = start_step if a.resume else None
-    self.reporter = progress.ProgressReporter(run_dir, total, start_step)
+    self.reporter = progress.ProgressReporter(run_dir if primary else None, total, start_step)
     ctx = dict(
         ppo=ppo, venv=venv, compat=compat, versions=versions, keep_last=keep_last,
         env_config=cfg.env_config, env=env, env_name=a.env, task=a.task,
     )
     logger.info(
-        "run %s: %s/%s on %s, %d envs, %s steps (%d per iteration), start at %s",
-        run_dir, a.env, a.task, jax.devices()[0].platform, p.num_envs, f"{total:,}",
-        ppo.env_steps_per_iteration, f"{start_step:,}",
+        "run %s: %s/%s on %d %s device(s) in %d process(es), %d envs, %s steps (%d per iteration), start at %s",
+        run_dir, a.env, a.task, len(ppo.devices), jax.devices()[0].platform, jax.process_count(), p.num_envs,
+        f"{total:,}", ppo.env_steps_per_iteration, f"{start_step:,}",
     )
     if start_step >= total:
       logger.info("nothing to do: the checkpoint is at step %s >= --num_timesteps %s", f"{start_step:,}", f"{total:,}")
@@ -535,33 +560,46 @@ class BaseRunner(abc.ABC):
     import jax  # pylint: disable=import-outside-toplevel
 
     from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
+    from playground.common import distributed  # pylint: disable=import-outside-toplevel
 
-    template = {"training_state": ts, "env_state": venv.compact(env_state)}
+    # Every process reads the whole checkpoint onto its first device, then
+    # keeps the replicated training state and its own share of the envs.
+    del env_state
+    local_ts = distributed.host_local(ts)
+    placeholder = venv.placeholder(ppo.config.num_envs)
+    template = {"training_state": local_ts, "env_state": venv.compact(placeholder)}
     try:
       tree = checkpointing.restore(restore_dir, checkpointing.abstract(template))
     except checkpointing.CheckpointError as e:
       raise RunError(str(e)) from None
     saved_ts = tree["training_state"]
     if mode == "all":
-      env_state = venv.expand(tree["env_state"], env_state)
+      full = venv.expand(tree["env_state"], placeholder)
+      me, count = jax.process_index(), jax.process_count()
+      local = jax.tree_util.tree_map(
+          lambda x: x[x.shape[0] * me // count : x.shape[0] * (me + 1) // count], full
+      )
       step = int(saved_ts.env_steps)
       logger.info("resumed everything from %s at step %s", restore_dir, f"{step:,}")
-      return saved_ts, env_state, step
-    params = ts.params.replace(policy=saved_ts.params.policy)
+      return (
+          distributed.to_global(saved_ts, ppo.replicated),
+          distributed.to_global(local, ppo.sharded),
+          step,
+      )
+    params = local_ts.params.replace(policy=saved_ts.params.policy)
     if mode == "model":
       params = params.replace(value=saved_ts.params.value)
-    ts = ts.replace(
+    ts = local_ts.replace(
         params=params,
         normalizer_params=saved_ts.normalizer_params,
         optimizer_state=ppo.optimizer.init(params),
     )
-    ts = jax.device_put(ts, ppo.replicated)
     logger.info("restored %s weights and normalizer from %s; step counter starts at 0",
                 "policy+value" if mode == "model" else "policy", restore_dir)
-    return ts, env_state, 0
+    return distributed.to_global(ts, ppo.replicated), ppo.init_env_state(), 0
 
   def _loop(self, ppo, evaluator, ts, env_state, start_step, total, checkpoint_every, ctx, np):
-    import jax  # pylint: disable=import-outside-toplevel
+    from playground.common import distributed  # pylint: disable=import-outside-toplevel
 
     p = ppo.config
     spi = ppo.env_steps_per_iteration
@@ -579,12 +617,13 @@ class BaseRunner(abc.ABC):
     sps_timer = (time.monotonic(), step)
     pending: list[dict] = []
     while step < total:
-      if self._stop.is_set():
+      # All processes stop at the same iteration (a collective when multi-process).
+      if distributed.any_process(self._stop.is_set()):
         self._save(step, ts, env_state, ctx)
         return "interrupted"
       ts, env_state, metrics = compiled(ts, env_state)
       step += spi
-      finite = bool(jax.device_get(metrics["train/finite"]))
+      finite = bool(distributed.host_local(metrics["train/finite"]))
       if not finite:
         raise NonFiniteError(
             f"training diverged at step {step:,}: the loss or the parameters are NaN/inf; "
@@ -592,7 +631,7 @@ class BaseRunner(abc.ABC):
         )
       pending.append(metrics)
       if step >= next_log or step >= total:
-        fetched = jax.device_get(pending)
+        fetched = distributed.host_local(pending)
         pending = []
         merged = _merge_metrics(fetched, np)
         now = time.monotonic()
@@ -612,6 +651,10 @@ class BaseRunner(abc.ABC):
     return "done"
 
   def _evaluate(self, evaluator, ppo, ts, step: int) -> None:
+    from playground.common import distributed  # pylint: disable=import-outside-toplevel
+
+    if not distributed.is_primary():
+      return
     t0 = time.monotonic()
     metrics = evaluator.run(ppo.inference_params(ts))
     metrics["perf/eval_time_s"] = time.monotonic() - t0
@@ -649,6 +692,9 @@ class BaseRunner(abc.ABC):
     parser.add_argument("--eval_every", type=int, help="env steps between evaluations")
     parser.add_argument("--log_every", type=int, help="env steps between progress lines")
     parser.add_argument("--compilation_cache_dir", help=f"JAX persistent cache (default {DEFAULT_CACHE_DIR})")
+    parser.add_argument("--coordinator_address", help="multi-host: host:port of process 0 ($JAX_COORDINATOR_ADDRESS)")
+    parser.add_argument("--num_processes", type=int, help="multi-host: number of processes ($JAX_NUM_PROCESSES)")
+    parser.add_argument("--process_id", type=int, help="multi-host: this process's id ($JAX_PROCESS_ID)")
     cls.add_arguments(parser)
     return parser
 

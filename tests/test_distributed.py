@@ -1,0 +1,105 @@
+"""Data-parallel training on 2 virtual CPU devices and on 2 local processes.
+
+XLA_FLAGS=--xla_force_host_platform_device_count=2 gives one process two CPU
+devices; `jax.distributed` on loopback joins two processes into one run.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+from helpers import DUCK
+from helpers import REPO_ROOT
+
+from playground.common import checkpointing
+from playground.common.tensorboard_reader import read_scalars
+
+TWO_DEVICES = "--xla_force_host_platform_device_count=2"
+
+REPLICATION_CHECK = """
+import jax, numpy as np
+from playground.common.runner import RunArgs
+from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+assert jax.device_count() == 2, jax.devices()
+runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke"))
+session = runner.build(runner.resolve_config())
+ppo = session.ppo
+ts, env_state, _ = runner.initial_state(session, None, "all")
+assert len(env_state.steps.addressable_shards) == 2
+for _ in range(2):
+  ts, env_state, metrics = ppo.train_step(ts, env_state)
+for leaf in jax.tree_util.tree_leaves(ts):
+  shards = [np.asarray(s.data) for s in leaf.addressable_shards]
+  assert len(shards) == 2
+  assert all(np.array_equal(shards[0], s) for s in shards), leaf.shape
+# Each device simulated its own half of the envs.
+halves = [np.asarray(s.data) for s in env_state.env.data.qpos.addressable_shards]
+assert halves[0].shape[0] == 8 and not np.array_equal(halves[0], halves[1])
+print("REPLICATED", int(ts.env_steps))
+"""
+
+
+def _env(**extra):
+  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
+
+
+def test_two_devices_train_and_stay_replicated():
+  result = subprocess.run(
+      [sys.executable, "-c", REPLICATION_CHECK], capture_output=True, text=True, timeout=900,
+      env=_env(XLA_FLAGS=TWO_DEVICES), cwd=REPO_ROOT,
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "REPLICATED 2560" in result.stdout
+
+
+def test_num_envs_must_divide_evenly_over_devices(tmp_path):
+  result = subprocess.run(
+      [sys.executable, str(DUCK), "--preset", "smoke", "--num_envs", "15", "--output_dir", str(tmp_path)],
+      capture_output=True, text=True, timeout=600, env=_env(XLA_FLAGS=TWO_DEVICES), cwd=REPO_ROOT,
+  )
+  assert result.returncode == 2
+  assert "num_envs=15 must be divisible by the 2 devices" in result.stderr
+  assert not list(tmp_path.iterdir())
+
+
+def _free_port() -> int:
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+@pytest.mark.timeout(1500)
+def test_two_processes_on_loopback_train_one_run(tmp_path):
+  port = _free_port()
+  common = [
+      sys.executable, str(DUCK), "--preset", "smoke", "--output_dir", str(tmp_path), "--exp_name", "multi",
+      "--coordinator_address", f"127.0.0.1:{port}", "--num_processes", "2",
+  ]
+  procs = [
+      subprocess.Popen(common + ["--process_id", str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True, env=_env(), cwd=REPO_ROOT)
+      for i in range(2)
+  ]
+  outputs = [p.communicate(timeout=1400) for p in procs]
+  for p, (_, err) in zip(procs, outputs):
+    assert p.returncode == 0, err[-3000:]
+  assert "2 device(s) in 2 process(es)" in outputs[0][1]
+  run_dir = tmp_path / "multi"
+  steps = [int(p.name) for p in checkpointing.list_checkpoints(run_dir)]
+  assert steps == [2560]
+  assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1, "only process 0 writes TensorBoard"
+  assert "eval/episode_reward" in read_scalars(run_dir)
+  assert (run_dir / "000000002560" / "policy.onnx").is_file()
+  # Both processes resume from the same checkpoint.
+  resumed = [
+      subprocess.Popen(common + ["--process_id", str(i), "--resume", "--num_timesteps", "3840"],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO_ROOT)
+      for i in range(2)
+  ]
+  outputs = [p.communicate(timeout=1400) for p in resumed]
+  for p, (_, err) in zip(resumed, outputs):
+    assert p.returncode == 0, err[-3000:]
+    assert "start at 2,560" in err
+  assert [int(p.name) for p in checkpointing.list_checkpoints(run_dir)][-1] == 3840
