@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import numpy as np
 import orbax.checkpoint as ocp
+from flax import serialization
 
 _STEP_DIR = re.compile(r"^\d{12}$")
 META_FILE = "meta.json"
@@ -135,7 +137,7 @@ def save(
   shutil.rmtree(tmp, ignore_errors=True)
   tmp.mkdir(parents=True)
   checkpointer = _checkpointer()
-  checkpointer.save(tmp / STATE_DIR, tree)
+  checkpointer.save(tmp / STATE_DIR, _host_state_dict(tree))
   checkpointer.wait_until_finished()
   checkpointer.close()
   if extra is not None:
@@ -158,7 +160,10 @@ def restore(step_dir: Path, abstract_tree: Any) -> Any:
   """
   try:
     with _checkpointer() as checkpointer:
-      return checkpointer.restore(Path(step_dir) / STATE_DIR, abstract_tree)
+      state = checkpointer.restore(
+          Path(step_dir) / STATE_DIR, serialization.to_state_dict(abstract_tree)
+      )
+    return serialization.from_state_dict(abstract_tree, state)
   except Exception as e:  # pylint: disable=broad-except
     reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     raise CheckpointError(f"cannot load checkpoint {step_dir}: {reason[:300]}") from e
@@ -176,6 +181,15 @@ def abstract(tree: Any) -> Any:
   """ShapeDtypeStructs describing `tree`, restored onto this process's first device."""
   device = jax.sharding.SingleDeviceSharding(jax.local_devices()[0])
   return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=device), tree)
+
+
+def _host_state_dict(tree: Any) -> Any:
+  """Nested dicts of numpy arrays (what the checkpoint stores).
+
+  Plain numpy leaves can be written by one process of a multi-host run;
+  `restore` rebuilds the original structure with `from_state_dict`.
+  """
+  return jax.tree_util.tree_map(lambda x: np.asarray(jax.device_get(x)), serialization.to_state_dict(tree))
 
 
 def _checkpointer() -> ocp.StandardCheckpointer:

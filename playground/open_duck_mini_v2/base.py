@@ -299,7 +299,10 @@ class OpenDuckMiniV2Env(MjxEnv):
     self._task = task
     self._mj_model = load_model(task)
     self._mj_model.opt.timestep = self._config.sim_dt
-    self._mjx_model = quiet_warp(mjx.put_model(self._mj_model, impl=self._config.impl))
+    # This process's own device: MJX would default to jax.devices()[0], which
+    # belongs to process 0 in a multi-host run.
+    self._device = jax.local_devices()[0]
+    self._mjx_model = quiet_warp(mjx.put_model(self._mj_model, impl=self._config.impl, device=self._device))
     self._ids = RobotIndices.from_model(self._mj_model)
     self._xml_path = str(consts.XML_DIR / f"scene_{task.removesuffix('_backlash')}.xml")
 
@@ -382,6 +385,7 @@ class OpenDuckMiniV2Env(MjxEnv):
         impl=self._config.impl,
         naconmax=self._config.naconmax,
         njmax=self._config.njmax,
+        device=self._device,
     )
     return data.replace(qpos=qpos, qvel=qvel, ctrl=ctrl)
 
