@@ -85,7 +85,7 @@ def test_two_processes_on_loopback_train_one_run(tmp_path):
   outputs = [p.communicate(timeout=1400) for p in procs]
   for p, (_, err) in zip(procs, outputs):
     assert p.returncode == 0, err[-3000:]
-  assert "2 device(s) in 2 process(es)" in outputs[0][1]
+  assert "2 cpu device(s) in 2 process(es)" in outputs[0][1]
   run_dir = tmp_path / "multi"
   steps = [int(p.name) for p in checkpointing.list_checkpoints(run_dir)]
   assert steps == [2560]

@@ -33,6 +33,8 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
       discounting=0.97, reward_scaling=10.0, max_grad_norm=1.0,
       policy_hidden_layer_sizes=(32, 32, 32, 32), value_hidden_layer_sizes=(64, 64, 64),
       activation="swish", num_eval_envs=64, eval_every=1_000_000, log_every=200_000,
+      # Brax's default initialization: a random untrained policy.
+      init_noise_std=0.694, init_action_mean_scale=1.0,
   ))
   c.checkpoint_every = 1_000_000
   c.keep_last = 3

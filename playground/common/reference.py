@@ -276,6 +276,8 @@ def prepare(path: str | Path, allow_pickle: bool, cache_dir: str | Path) -> Path
     return path
   if path.suffix not in (".pkl", ".pickle"):
     raise ReferenceError(f"reference {path}: expected a .npz table or a community .pkl file")
+  if not allow_pickle:
+    from_polynomial_pickle(path, allow_pickle=False)  # raises the explanation
   digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
   out = Path(cache_dir) / f"{path.stem}-{digest}.npz"
   if not out.is_file():

@@ -354,6 +354,7 @@ class BaseRunner(abc.ABC):
         "value_hidden_layer_sizes": list(p.value_hidden_layer_sizes),
         "activation": p.activation,
         "normalize_observations": bool(p.normalize_observations),
+        "gradient_clipping": bool(p.max_grad_norm),
         "num_envs": int(p.num_envs),
     }
 
@@ -362,7 +363,7 @@ class BaseRunner(abc.ABC):
         "observation_shapes", "action_size", "policy_hidden_layer_sizes",
         "value_hidden_layer_sizes", "activation", "normalize_observations",
     )
-    keys = network_keys + (("robot", "env", "task", "num_envs") if mode == "all" else ())
+    keys = network_keys + (("robot", "env", "task", "num_envs", "gradient_clipping") if mode == "all" else ())
     for key in keys:
       if saved.get(key) != current.get(key):
         hint = " or use --restore_mode model to take only the weights" if key in ("env", "task", "num_envs") else ""
@@ -408,11 +409,12 @@ class BaseRunner(abc.ABC):
         "value_hidden_layer_sizes": list(p.value_hidden_layer_sizes),
         "activation": p.activation,
         "normalize_observations": bool(p.normalize_observations),
+        "gradient_clipping": bool(p.max_grad_norm),
         "num_envs": int(p.num_envs),
     }
     mode = "all" if self.args.resume else self.args.restore_mode
     for key, value in current.items():
-      if mode != "all" and key in ("robot", "env", "task", "num_envs"):
+      if mode != "all" and key in ("robot", "env", "task", "num_envs", "gradient_clipping"):
         continue
       if key in saved and saved[key] != value:
         hint = (
