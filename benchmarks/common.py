@@ -12,6 +12,13 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+# Only the JSON goes to stdout: libraries (MuJoCo Warp's banner and kernel-load
+# lines, XLA) print there too, so file descriptor 1 is pointed at stderr and the
+# result is written to a duplicate of the original stdout.
+sys.stdout.flush()
+_JSON_OUT = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+
 
 def machine() -> dict[str, Any]:
   """Facts about the machine the numbers come from."""
@@ -27,12 +34,12 @@ def machine() -> dict[str, Any]:
   except OSError:
     pass
   return {
-      "cpu": cpu,
-      "cores": os.cpu_count(),
-      "jax_backend": jax.default_backend(),
-      "devices": [str(d) for d in jax.devices()],
-      "python": sys.version.split()[0],
-      "jax": jax.__version__,
+    "cpu": cpu,
+    "cores": os.cpu_count(),
+    "jax_backend": jax.default_backend(),
+    "devices": [str(d) for d in jax.devices()],
+    "python": sys.version.split()[0],
+    "jax": jax.__version__,
   }
 
 
@@ -51,4 +58,5 @@ def time_call(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
 
 def emit(result: dict[str, Any]) -> None:
   """Prints the result as one JSON document on stdout."""
-  print(json.dumps(result, indent=2, sort_keys=True))
+  _JSON_OUT.write(json.dumps(result, indent=2, sort_keys=True) + "\n")
+  _JSON_OUT.flush()

@@ -8,5 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export TF_CPP_MIN_LOG_LEVEL=3 XLA_PYTHON_CLIENT_PREALLOCATE=false
 uv run --extra cuda python -m benchmarks.env_throughput --num_envs 8192 --impl jax warp --steps_per_call 20
-uv run --extra cuda python -m benchmarks.train_throughput --preset full --repeats 5 --rounds 2
-uv run --extra cuda python -m benchmarks.train_throughput --preset full --repeats 5 --rounds 1 --set impl=warp
+uv run --extra cuda python -m benchmarks.train_throughput --preset full --repeats 5 --rounds 2 --impl jax warp

@@ -15,7 +15,8 @@ import time
 
 import numpy as np
 
-from benchmarks.common import emit, machine
+from benchmarks.common import emit
+from benchmarks.common import machine
 
 
 def run(task: str, num_envs: int, steps: int) -> dict:
@@ -40,8 +41,12 @@ def run(task: str, num_envs: int, steps: int) -> dict:
     start = time.perf_counter()
     r.rollout(model, datas, initial, control)
     elapsed = time.perf_counter() - start
-  return {"task": task, "num_envs": num_envs, "threads": threads,
-          "control_steps_per_s": round(num_envs * steps / elapsed, 1)}
+  return {
+    "task": task,
+    "num_envs": num_envs,
+    "threads": threads,
+    "control_steps_per_s": round(num_envs * steps / elapsed, 1),
+  }
 
 
 def main() -> None:
@@ -50,8 +55,9 @@ def main() -> None:
   parser.add_argument("--num_envs", type=int, nargs="+", default=[1024])
   parser.add_argument("--steps", type=int, default=50)
   args = parser.parse_args()
-  emit({"benchmark": "mujoco_c", "machine": machine(),
-        "results": [run(args.task, n, args.steps) for n in args.num_envs]})
+  emit(
+    {"benchmark": "mujoco_c", "machine": machine(), "results": [run(args.task, n, args.steps) for n in args.num_envs]}
+  )
 
 
 if __name__ == "__main__":

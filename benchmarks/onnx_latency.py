@@ -15,7 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import emit, machine
+from benchmarks.common import emit
+from benchmarks.common import machine
 
 
 def run(preset: str, iterations: int) -> dict:
@@ -31,7 +32,7 @@ def run(preset: str, iterations: int) -> dict:
   cfg = ppo_config("joystick", preset)
   shapes = {"state": (observations.STATE_LAYOUT.size,), "privileged_state": (observations.PRIVILEGED_LAYOUT.size,)}
   network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
-      shapes, observations.NUM_ACTIONS, preprocess_observations_fn=running_statistics.normalize
+    shapes, observations.NUM_ACTIONS, preprocess_observations_fn=running_statistics.normalize
   )
   params = network.policy_network.init(jax.random.PRNGKey(0))
   mean = {k: np.zeros(v, np.float32) for k, v in shapes.items()}
@@ -55,11 +56,11 @@ def run(preset: str, iterations: int) -> dict:
     size = path.stat().st_size
   times = np.array(times) * 1e6
   return {
-      "preset": preset,
-      "policy_hidden_layer_sizes": list(cfg.policy_hidden_layer_sizes),
-      "file_bytes": size,
-      "latency_us_median": round(float(np.median(times)), 1),
-      "latency_us_p99": round(float(np.percentile(times, 99)), 1),
+    "preset": preset,
+    "policy_hidden_layer_sizes": list(cfg.policy_hidden_layer_sizes),
+    "file_bytes": size,
+    "latency_us_median": round(float(np.median(times)), 1),
+    "latency_us_p99": round(float(np.percentile(times, 99)), 1),
   }
 
 

@@ -25,16 +25,14 @@ def build(env_name: str, task: str, preset: str, num_envs: int | None, overrides
   from playground.common.runner import RunArgs  # pylint: disable=import-outside-toplevel
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
 
-  runner = OpenDuckMiniV2Runner(
-      RunArgs(env=env_name, task=task, preset=preset, num_envs=num_envs, overrides=overrides)
-  )
+  runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task, preset=preset, num_envs=num_envs, overrides=overrides))
   cfg = runner.resolve_config()
   env = runner.make_env(env_name, task, cfg.env_config)
   venv = training_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
   return env, venv, ppo_lib.PPO(venv, cfg.ppo_config), cfg
 
 
-def run(args) -> dict:
+def run(args, impl: str, num_envs: int | None) -> dict:
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jp  # pylint: disable=import-outside-toplevel
 
@@ -42,15 +40,24 @@ def run(args) -> dict:
 
   if args.cache_dir:
     setup_compilation_cache(args.cache_dir)
-  env, venv, ppo, cfg = build(args.env, args.task, args.preset, args.num_envs, args.set)
+  env, venv, ppo, cfg = build(args.env, args.task, args.preset, num_envs, [*args.set, f"impl={impl}"])
   p = cfg.ppo_config
   ts = ppo.init_training_state(0)
   env_state = ppo.init_env_state()
   start = time.perf_counter()
-  compiled = ppo.train_step.lower(ts, env_state).compile()
+  lowered = ppo.train_step.lower(ts, env_state)  # tracing + lowering to StableHLO
+  trace_s = time.perf_counter() - start
+  compiled = lowered.compile()  # XLA (or the persistent cache)
   compile_s = time.perf_counter() - start
-  result = {"preset": args.preset, "num_envs": p.num_envs, "compile_s": round(compile_s, 2),
-            "env_steps_per_iteration": ppo.env_steps_per_iteration}
+  result = {
+    "preset": args.preset,
+    "impl": impl,
+    "devices": jax.device_count(),
+    "num_envs": p.num_envs,
+    "compile_s": round(compile_s, 2),
+    "trace_s": round(trace_s, 2),
+    "env_steps_per_iteration": ppo.env_steps_per_iteration,
+  }
   if args.compile_only:
     return result
 
@@ -62,7 +69,7 @@ def run(args) -> dict:
 
   steps_per_call = p.unroll_length * ppo.unrolls_per_iteration
   n = p.num_envs
-  models = jax.jit(lambda: venv.models(jp.arange(n)))()
+  models = venv.models(jp.arange(n))  # eager: in_axes must stay a static tree
   reset = jax.jit(lambda k: venv.reset(jax.random.split(k, n), models))(jax.random.PRNGKey(0))
   actions = 0.2 * jax.random.uniform(jax.random.PRNGKey(1), (steps_per_call, n, env.action_size), minval=-1, maxval=1)
 
@@ -82,11 +89,13 @@ def run(args) -> dict:
     env_times.append(time_call(env_only, args.repeats))
   train_sps = ppo.env_steps_per_iteration / min(train_times)
   env_sps = n * steps_per_call / min(env_times)
-  result.update({
+  result.update(
+    {
       "train_env_steps_per_s": round(train_sps, 1),
       "env_only_steps_per_s": round(env_sps, 1),
       "ratio_train_to_env": round(train_sps / env_sps, 4),
-  })
+    }
+  )
   return result
 
 
@@ -95,14 +104,21 @@ def main() -> None:
   parser.add_argument("--env", default="joystick")
   parser.add_argument("--task", default="flat_terrain")
   parser.add_argument("--preset", default="quick")
-  parser.add_argument("--num_envs", type=int)
+  parser.add_argument("--num_envs", type=int, nargs="+", default=[None], help="default: the preset's")
+  parser.add_argument("--impl", nargs="+", default=["jax"])
   parser.add_argument("--set", action="append", default=[])
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--rounds", type=int, default=2)
   parser.add_argument("--compile_only", action="store_true")
   parser.add_argument("--cache_dir", help="persistent compilation cache to use")
   args = parser.parse_args()
-  emit({"benchmark": "train_throughput", "machine": machine(), "results": [run(args)]})
+  emit(
+    {
+      "benchmark": "train_throughput",
+      "machine": machine(),
+      "results": [run(args, i, n) for i in args.impl for n in args.num_envs],
+    }
+  )
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 
 RUNNERS = {
-    "open_duck_mini_v2": "playground.open_duck_mini_v2.runner:OpenDuckMiniV2Runner",
-    "cartpole": "playground.cartpole.runner:CartpoleRunner",
+  "open_duck_mini_v2": "playground.open_duck_mini_v2.runner:OpenDuckMiniV2Runner",
+  "cartpole": "playground.cartpole.runner:CartpoleRunner",
 }
 
 

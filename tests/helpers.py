@@ -16,6 +16,10 @@ def run_cli(*args, timeout=900, script=DUCK, env=None):
   """Runs a project script as a real subprocess (same interpreter, same cache)."""
   full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **(env or {}))
   return subprocess.run(
-      [sys.executable, str(script), *map(str, args)],
-      capture_output=True, text=True, timeout=timeout, env=full_env, cwd=REPO_ROOT,
+    [sys.executable, str(script), *map(str, args)],
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+    env=full_env,
+    cwd=REPO_ROOT,
   )

@@ -1,6 +1,7 @@
 """The training command line, run as real subprocesses."""
 
 import json
+import math
 
 import orbax.checkpoint as ocp
 import pytest
@@ -13,10 +14,19 @@ def test_smoke_run_logs_tensorboard_scalars(smoke_run):
   run_dir, _ = smoke_run
   scalars = read_scalars(run_dir)
   for tag in (
-      "eval/episode_reward", "eval/episode_reward_std", "eval/episode_length",
-      "episode/reward", "episode/length", "episode/reward/alive", "episode/reward/tracking_lin_vel",
-      "train/policy_loss", "train/v_loss", "train/entropy_loss", "train/learning_rate",
-      "perf/sps", "perf/compile_time_s",
+    "eval/episode_reward",
+    "eval/episode_reward_std",
+    "eval/episode_length",
+    "episode/reward",
+    "episode/length",
+    "episode/reward/alive",
+    "episode/reward/tracking_lin_vel",
+    "train/policy_loss",
+    "train/v_loss",
+    "train/entropy_loss",
+    "train/learning_rate",
+    "perf/sps",
+    "perf/compile_time_s",
   ):
     assert tag in scalars, f"missing TensorBoard scalar {tag}"
   steps = [s for s, _ in scalars["eval/episode_reward"]]
@@ -38,20 +48,23 @@ def test_smoke_run_writes_a_loadable_orbax_checkpoint_and_config(smoke_run):
   config = json.loads((run_dir / "config.json").read_text())
   assert config["env"] == "joystick" and config["ppo_config"]["num_envs"] == 16
   assert config["env_config"]["ctrl_dt"] == 0.02 and "jax" in config["versions"]
+  # impl=auto resolves to MJX's JAX implementation on a CPU.
+  assert config["env_config"]["impl"] == "auto" and config["physics_impl"] == "jax"
 
 
 @pytest.mark.parametrize(
-    "args, expected",
-    [
-        (["--env", "walk"], "valid choices: joystick, standing"),
-        (["--task", "moon"], "valid choices: flat_terrain, rough_terrain"),
-        (["--preset", "huge"], "valid choices: full, quick, smoke"),
-        (["--set", "reward_config.scales.alve=10"], "did you mean 'reward_config.scales.alive'"),
-        (["--set", "ppo.learnin_rate=1"], "did you mean 'ppo.learning_rate'"),
-        (["--set", "reward_config.scales.alive=lots"], "expected a number"),
-        (["--bogus"], "valid flags:"),
-        (["--restore_mode", "model"], "needs --restore_checkpoint_path"),
-    ],
+  "args, expected",
+  [
+    (["--env", "walk"], "valid choices: joystick, standing"),
+    (["--task", "moon"], "valid choices: flat_terrain, rough_terrain"),
+    (["--preset", "huge"], "valid choices: full, quick, smoke"),
+    (["--set", "reward_config.scales.alve=10"], "did you mean 'reward_config.scales.alive'"),
+    (["--set", "ppo.learnin_rate=1"], "did you mean 'ppo.learning_rate'"),
+    (["--set", "reward_config.scales.alive=lots"], "expected a number"),
+    (["--bogus"], "valid flags:"),
+    (["--restore_mode", "model"], "needs --restore_checkpoint_path"),
+    (["--set", "impl=mjx"], "impl must be one of auto, jax, warp"),
+  ],
 )
 def test_bad_input_is_one_clear_line_and_touches_nothing(tmp_path, args, expected):
   result = run_cli("--output_dir", tmp_path / "runs", "--exp_name", "x", *args, timeout=300)
@@ -61,3 +74,18 @@ def test_bad_input_is_one_clear_line_and_touches_nothing(tmp_path, args, expecte
   assert expected in lines[0]
   assert "Traceback" not in result.stderr
   assert not (tmp_path / "runs").exists()
+
+
+def test_training_runs_on_the_warp_backend(tmp_path):
+  """The whole training loop (rollout, PPO, eval, checkpoint, ONNX) on MuJoCo Warp."""
+  result = run_cli(
+    "--preset", "smoke", "--num_timesteps", "1280", "--set", "impl=warp",
+    "--output_dir", tmp_path, "--exp_name", "warp",
+  )  # fmt: skip
+  assert result.returncode == 0, result.stderr[-3000:]
+  run_dir = tmp_path / "warp"
+  assert json.loads((run_dir / "config.json").read_text())["physics_impl"] == "warp"
+  step_dir = run_dir / "000000001280"
+  assert (step_dir / "policy.onnx").is_file(), sorted(p.name for p in run_dir.iterdir())
+  rewards = [v for _, v in read_scalars(run_dir)["eval/episode_reward"]]
+  assert len(rewards) >= 2 and all(math.isfinite(v) for v in rewards)

@@ -47,8 +47,12 @@ def _env(**extra):
 
 def test_two_devices_train_and_stay_replicated():
   result = subprocess.run(
-      [sys.executable, "-c", REPLICATION_CHECK], capture_output=True, text=True, timeout=900,
-      env=_env(XLA_FLAGS=TWO_DEVICES), cwd=REPO_ROOT,
+    [sys.executable, "-c", REPLICATION_CHECK],
+    capture_output=True,
+    text=True,
+    timeout=900,
+    env=_env(XLA_FLAGS=TWO_DEVICES),
+    cwd=REPO_ROOT,
   )
   assert result.returncode == 0, result.stderr[-3000:]
   assert "REPLICATED 2560" in result.stdout
@@ -56,8 +60,12 @@ def test_two_devices_train_and_stay_replicated():
 
 def test_num_envs_must_divide_evenly_over_devices(tmp_path):
   result = subprocess.run(
-      [sys.executable, str(DUCK), "--preset", "smoke", "--num_envs", "15", "--output_dir", str(tmp_path)],
-      capture_output=True, text=True, timeout=600, env=_env(XLA_FLAGS=TWO_DEVICES), cwd=REPO_ROOT,
+    [sys.executable, str(DUCK), "--preset", "smoke", "--num_envs", "15", "--output_dir", str(tmp_path)],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    env=_env(XLA_FLAGS=TWO_DEVICES),
+    cwd=REPO_ROOT,
   )
   assert result.returncode == 2
   assert "num_envs=15 must be divisible by the 2 devices" in result.stderr
@@ -74,13 +82,29 @@ def _free_port() -> int:
 def test_two_processes_on_loopback_train_one_run(tmp_path):
   port = _free_port()
   common = [
-      sys.executable, str(DUCK), "--preset", "smoke", "--output_dir", str(tmp_path), "--exp_name", "multi",
-      "--coordinator_address", f"127.0.0.1:{port}", "--num_processes", "2",
+    sys.executable,
+    str(DUCK),
+    "--preset",
+    "smoke",
+    "--output_dir",
+    str(tmp_path),
+    "--exp_name",
+    "multi",
+    "--coordinator_address",
+    f"127.0.0.1:{port}",
+    "--num_processes",
+    "2",
   ]
   procs = [
-      subprocess.Popen(common + ["--process_id", str(i)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       text=True, env=_env(), cwd=REPO_ROOT)
-      for i in range(2)
+    subprocess.Popen(
+      common + ["--process_id", str(i)],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      env=_env(),
+      cwd=REPO_ROOT,
+    )
+    for i in range(2)
   ]
   outputs = [p.communicate(timeout=1400) for p in procs]
   for p, (_, err) in zip(procs, outputs):
@@ -94,9 +118,15 @@ def test_two_processes_on_loopback_train_one_run(tmp_path):
   assert (run_dir / "000000002560" / "policy.onnx").is_file()
   # Both processes resume from the same checkpoint.
   resumed = [
-      subprocess.Popen(common + ["--process_id", str(i), "--resume", "--num_timesteps", "3840"],
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(), cwd=REPO_ROOT)
-      for i in range(2)
+    subprocess.Popen(
+      common + ["--process_id", str(i), "--resume", "--num_timesteps", "3840"],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      env=_env(),
+      cwd=REPO_ROOT,
+    )
+    for i in range(2)
   ]
   outputs = [p.communicate(timeout=1400) for p in resumed]
   for p, (_, err) in zip(resumed, outputs):

@@ -25,10 +25,15 @@ def _venv(env_name, task, **overrides):
   return env, training_env.VecEnv(env, config.episode_length, runner.make_randomizer(env, config))
 
 
-@pytest.mark.parametrize("task", consts.TASKS)
-@pytest.mark.parametrize("env_name", ENVS)
-def test_reset_and_step_shapes_and_no_nan(env_name, task):
-  env, venv = _venv(env_name, task)
+CASES = [(env_name, task, "jax") for env_name in ENVS for task in consts.TASKS]
+# MuJoCo Warp: every scene (heightfield and backlash joints included) with the
+# joystick env, and the standing env on flat ground.
+CASES += [("joystick", task, "warp") for task in consts.TASKS] + [("standing", "flat_terrain", "warp")]
+
+
+@pytest.mark.parametrize("env_name, task, impl", CASES)
+def test_reset_and_step_shapes_and_no_nan(env_name, task, impl):
+  env, venv = _venv(env_name, task, impl=impl)
 
   @jax.jit
   def rollout(key):

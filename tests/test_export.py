@@ -61,20 +61,23 @@ def test_export_command_reports_bad_paths_in_one_line(tmp_path):
 
 
 def _random_policy(activation):
-  cfg = config_dict.ConfigDict(dict(
-      policy_hidden_layer_sizes=(32, 16), value_hidden_layer_sizes=(8,), activation=activation,
-      policy_obs_key="state", value_obs_key="state",
-  ))
+  cfg = config_dict.ConfigDict(
+    dict(
+      policy_hidden_layer_sizes=(32, 16),
+      value_hidden_layer_sizes=(8,),
+      activation=activation,
+      policy_obs_key="state",
+      value_obs_key="state",
+    )
+  )
   network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
-      {"state": (11,)}, 3, preprocess_observations_fn=running_statistics.normalize
+    {"state": (11,)}, 3, preprocess_observations_fn=running_statistics.normalize
   )
   params = network.policy_network.init(jax.random.PRNGKey(0))
   rng = np.random.default_rng(0)
   mean = {"state": rng.normal(size=11).astype(np.float32)}
   std = {"state": rng.uniform(0.5, 3.0, size=11).astype(np.float32)}
-  normalizer = running_statistics.RunningStatisticsState(
-      count=np.ones(()), mean=mean, summed_variance=std, std=std
-  )
+  normalizer = running_statistics.RunningStatisticsState(count=np.ones(()), mean=mean, summed_variance=std, std=std)
   return network, normalizer, params
 
 

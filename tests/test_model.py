@@ -16,9 +16,20 @@ def model(request):
 def test_every_scene_compiles_with_the_actuators_in_order(model):
   names = [model.actuator(i).name for i in range(model.nu)]
   assert names == [
-      "left_hip_yaw", "left_hip_roll", "left_hip_pitch", "left_knee", "left_ankle",
-      "neck_pitch", "head_pitch", "head_yaw", "head_roll",
-      "right_hip_yaw", "right_hip_roll", "right_hip_pitch", "right_knee", "right_ankle",
+    "left_hip_yaw",
+    "left_hip_roll",
+    "left_hip_pitch",
+    "left_knee",
+    "left_ankle",
+    "neck_pitch",
+    "head_pitch",
+    "head_yaw",
+    "head_roll",
+    "right_hip_yaw",
+    "right_hip_roll",
+    "right_hip_pitch",
+    "right_knee",
+    "right_ankle",
   ]
   for i in range(model.nu):
     joint = model.actuator_trnid[i, 0]
@@ -60,10 +71,7 @@ def test_feet_touch_the_floor_at_home(model):
 
 
 def test_only_the_soles_collide_and_not_with_each_other(model):
-  colliding = [
-      model.geom(g).name for g in range(model.ngeom)
-      if model.geom_contype[g] or model.geom_conaffinity[g]
-  ]
+  colliding = [model.geom(g).name for g in range(model.ngeom) if model.geom_contype[g] or model.geom_conaffinity[g]]
   assert sorted(colliding) == sorted([consts.FLOOR_GEOM, *consts.FEET_GEOMS])
   left, right = (model.geom(n).id for n in consts.FEET_GEOMS)
   assert not (model.geom_contype[left] & model.geom_conaffinity[right])
@@ -81,7 +89,7 @@ def test_backlash_variants_add_a_limited_passive_joint_per_actuated_joint():
     np.testing.assert_allclose(backlash.jnt_range[j.id], [-consts.BACKLASH_HALF_RANGE, consts.BACKLASH_HALF_RANGE])
     assert backlash.key_qpos[0][backlash.jnt_qposadr[j.id]] == 0.0
     assert backlash.key_qpos[0][backlash.jnt_qposadr[actuated.id]] == pytest.approx(
-        plain.key_qpos[0][plain.jnt_qposadr[plain.joint(name).id]]
+      plain.key_qpos[0][plain.jnt_qposadr[plain.joint(name).id]]
     )
 
 

@@ -12,8 +12,15 @@ from playground.open_duck_mini_v2 import observations as obs_lib
 
 def test_state_layout_is_the_documented_101_floats():
   assert obs_lib.STATE_LAYOUT.names == (
-      "gyro", "accelerometer", "command", "joint_pos", "joint_vel",
-      "last_actions", "motor_targets", "feet_contacts", "phase",
+    "gyro",
+    "accelerometer",
+    "command",
+    "joint_pos",
+    "joint_vel",
+    "last_actions",
+    "motor_targets",
+    "feet_contacts",
+    "phase",
   )
   assert [s for _, s in obs_lib.STATE_LAYOUT.fields] == [3, 3, 7, 14, 14, 42, 14, 2, 2]
   assert obs_lib.STATE_LAYOUT.size == 101
@@ -53,13 +60,17 @@ def test_motor_targets_scale_add_head_command_and_respect_the_speed_limit(ids):
 
 
 def test_noise_is_bounded_per_joint_group_and_off_at_level_zero():
-  zeros = obs_lib.Readings(**{
-      f: jp.zeros(3) if f in ("gyro", "accelerometer", "gravity", "local_linvel", "global_linvel",
-                              "global_angvel", "base_pos") else jp.zeros(14)
+  zeros = obs_lib.Readings(
+    **{
+      f: jp.zeros(3)
+      if f in ("gyro", "accelerometer", "gravity", "local_linvel", "global_linvel", "global_angvel", "base_pos")
+      else jp.zeros(14)
       for f in obs_lib.Readings.__dataclass_fields__
-  })
-  scales = dict(gyro=0.1, accelerometer=0.05, joint_pos_legs=0.01, joint_pos_head=0.2,
-                joint_vel_legs=1.0, joint_vel_head=1.0)
+    }
+  )
+  scales = dict(
+    gyro=0.1, accelerometer=0.05, joint_pos_legs=0.01, joint_pos_head=0.2, joint_vel_legs=1.0, joint_vel_head=1.0
+  )
   noisy = obs_lib.add_noise(zeros, jax.random.PRNGKey(0), scales, 1.0)
   head = np.zeros(14, bool)
   head[5:9] = True

@@ -48,8 +48,10 @@ def test_playback_observation_equals_the_mjx_env_observation(playback):
   #    position/velocity-level observation; accelerometer and actuator forces
   #    depend on each engine's constraint solve and are compared loosely.
   data = mjx.make_data(playback.model).replace(
-      qpos=playback.data.qpos, qvel=playback.data.qvel, ctrl=playback.data.ctrl,
-      qacc_warmstart=playback.data.qacc_warmstart,
+    qpos=playback.data.qpos,
+    qvel=playback.data.qvel,
+    ctrl=playback.data.ctrl,
+    qacc_warmstart=playback.data.qacc_warmstart,
   )
   data = jax.jit(mjx.forward)(mjx.put_model(playback.model), data)
   obs_fwd, _ = env.observe(base.read(env.ids, playback.model, data), info, key)
@@ -65,8 +67,18 @@ def test_playback_observation_equals_the_mjx_env_observation(playback):
 def test_video_and_record_are_written_headless(policy_path, tmp_path):
   video, record = tmp_path / "duck.mp4", tmp_path / "duck.npz"
   result = run_cli(
-      "--onnx", policy_path, "--vx", "0.1", "--duration", "1.0", "--video", video, "--record", record,
-      script=PLAYBACK, timeout=600,
+    "--onnx",
+    policy_path,
+    "--vx",
+    "0.1",
+    "--duration",
+    "1.0",
+    "--video",
+    video,
+    "--record",
+    record,
+    script=PLAYBACK,
+    timeout=600,
   )
   assert result.returncode == 0, result.stderr[-2000:]
   assert "summary" in result.stderr and '"falls"' in result.stderr

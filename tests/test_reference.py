@@ -165,8 +165,13 @@ def _community_entries(xs=(0.0, 0.1), ys=(-0.05, 0.05), ts=(0.0, 0.5)):
         coefficients["dim_32"] = [1.0, 0.0, 0.0, 0.0]
         coefficients["dim_33"] = [0.0, 0.0, 0.0, 0.0]
         entries[f"{x:.3f}_{y:.3f}_{t:.3f}"] = {
-            "coefficients": coefficients, "period": 0.54, "fps": 50, "nb_steps_in_period": 27,
-            "startend_double_support_ratio": 1.0, "start_offset": 0, "frame_offsets": {},
+          "coefficients": coefficients,
+          "period": 0.54,
+          "fps": 50,
+          "nb_steps_in_period": 27,
+          "startend_double_support_ratio": 1.0,
+          "start_offset": 0,
+          "frame_offsets": {},
         }
   return entries
 

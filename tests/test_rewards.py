@@ -18,9 +18,7 @@ def test_tracking_lin_vel():
 
 
 def test_tracking_ang_vel_and_head_tracking():
-  assert float(rewards.tracking_ang_vel(jp.array(1.0), jp.array(0.8), 0.01)) == pytest.approx(
-      math.exp(-4.0), rel=1e-5
-  )
+  assert float(rewards.tracking_ang_vel(jp.array(1.0), jp.array(0.8), 0.01)) == pytest.approx(math.exp(-4.0), rel=1e-5)
   value = rewards.head_tracking(jp.array([0.1, 0.2, 0.0, 0.0]), jp.array([0.0, 0.0, 0.0, 0.1]), 0.1)
   assert float(value) == pytest.approx(math.exp(-(0.01 + 0.04 + 0.01) / 0.1), rel=1e-6)
 
@@ -33,7 +31,7 @@ def test_costs():
   assert float(rewards.ang_vel_xy(jp.array([0.3, 0.4, 9.0]))) == pytest.approx(0.25)
   assert float(rewards.base_height(jp.array(0.15), 0.16)) == pytest.approx(1e-4, rel=1e-4)
   assert float(rewards.joint_limits(jp.array([-2.0, 0.0, 2.5]), jp.array([-1.0] * 3), jp.array([2.0] * 3))) == (
-      pytest.approx(1.5)
+    pytest.approx(1.5)
   )
 
 
@@ -49,9 +47,7 @@ def test_feet_air_time_rewards_long_steps_when_moving():
   # (0.5 - 0.2) + (0.1 - 0.2) = 0.2
   assert float(rewards.feet_air_time(air, touch, jp.array([0.1, 0, 0]), 0.2)) == pytest.approx(0.2)
   assert float(rewards.feet_air_time(air, touch, jp.zeros(3), 0.2)) == 0.0
-  assert float(rewards.feet_air_time(air, jp.array([0.0, 1.0]), jp.array([0.1, 0, 0]), 0.2)) == (
-      pytest.approx(-0.1)
-  )
+  assert float(rewards.feet_air_time(air, jp.array([0.0, 1.0]), jp.array([0.1, 0, 0]), 0.2)) == (pytest.approx(-0.1))
 
 
 def test_feet_slip_counts_only_feet_in_contact():
@@ -76,32 +72,32 @@ def test_gae_matches_a_hand_computed_example():
   # deltas: d0 = 1 + 0.5*1.0 - 0.5 = 1.0 ; d1 = 2 + 0 - 1.0 = 1.0 ; d2 = 3 + 0.5*2 - 1.5 = 2.5
   # A2 = 2.5 ; A1 = d1 = 1.0 (terminated) ; A0 = d0 + 0.25 * A1 = 1.25
   vs, adv = ppo_losses.compute_gae(
-      truncation=jp.array(truncation)[:, None],
-      termination=jp.array(termination)[:, None],
-      rewards=jp.array(rewards_)[:, None],
-      values=jp.array(values)[:, None],
-      bootstrap_value=jp.array([bootstrap]),
-      lambda_=lam,
-      discount=gamma,
+    truncation=jp.array(truncation)[:, None],
+    termination=jp.array(termination)[:, None],
+    rewards=jp.array(rewards_)[:, None],
+    values=jp.array(values)[:, None],
+    bootstrap_value=jp.array([bootstrap]),
+    lambda_=lam,
+    discount=gamma,
   )
   np.testing.assert_allclose(np.array(vs)[:, 0], values + np.array([1.25, 1.0, 2.5]), rtol=1e-6)
   # advantages are one-step TD errors w.r.t. the lambda-returns vs
   expected_adv = [
-      1.0 + gamma * (values[1] + 1.0) - values[0],
-      2.0 - values[1],
-      3.0 + gamma * bootstrap - values[2],
+    1.0 + gamma * (values[1] + 1.0) - values[0],
+    2.0 - values[1],
+    3.0 + gamma * bootstrap - values[2],
   ]
   np.testing.assert_allclose(np.array(adv)[:, 0], expected_adv, rtol=1e-6)
 
 
 def test_gae_masks_truncated_steps():
   vs, adv = ppo_losses.compute_gae(
-      truncation=jp.array([[0.0], [1.0]]),
-      termination=jp.zeros((2, 1)),
-      rewards=jp.array([[1.0], [1.0]]),
-      values=jp.array([[0.0], [0.0]]),
-      bootstrap_value=jp.array([10.0]),
-      lambda_=1.0,
-      discount=0.9,
+    truncation=jp.array([[0.0], [1.0]]),
+    termination=jp.zeros((2, 1)),
+    rewards=jp.array([[1.0], [1.0]]),
+    values=jp.array([[0.0], [0.0]]),
+    bootstrap_value=jp.array([10.0]),
+    lambda_=1.0,
+    discount=0.9,
   )
   assert float(adv[1, 0]) == 0.0

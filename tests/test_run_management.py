@@ -61,8 +61,8 @@ def test_resume_is_bit_exact_and_seeded_runs_are_reproducible(tmp_path, smoke_ru
   # Same seed and config as the shared smoke run: identical parameters.
   smoke_dir, _ = smoke_run
   assert_trees_equal(
-      load_tree(tmp_path / "half" / "000000002560")["training_state"],
-      load_tree(smoke_dir / "000000002560")["training_state"],
+    load_tree(tmp_path / "half" / "000000002560")["training_state"],
+    load_tree(smoke_dir / "000000002560")["training_state"],
   )
   resumed = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "half", "--num_timesteps", 5120, "--resume")
   assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -120,20 +120,25 @@ def test_missing_corrupted_and_incompatible_checkpoints_are_one_line_errors(tmp_
   for f in (corrupted / "000000002560" / "state").rglob("*"):
     if f.is_file() and f.stat().st_size > 100:
       f.write_bytes(b"garbage")
-  result = run_cli(*SMOKE, "--output_dir", tmp_path / "out", "--exp_name", "y",
-                   "--restore_checkpoint_path", corrupted, timeout=600)
+  result = run_cli(
+    *SMOKE, "--output_dir", tmp_path / "out", "--exp_name", "y", "--restore_checkpoint_path", corrupted, timeout=600
+  )
   assert result.returncode == 2 and "cannot load checkpoint" in result.stderr, result.stderr[-2000:]
   assert "Traceback" not in result.stderr
   incomplete = tmp_path / "incomplete" / "000000002560"
   shutil.copytree(smoke_dir / "000000002560", incomplete)
   (incomplete / "meta.json").unlink()
   check(["--restore_checkpoint_path", incomplete], "is incomplete")
-  check(["--restore_checkpoint_path", smoke_dir, "--set", "ppo.policy_hidden_layer_sizes=[64,64]"],
-        "policy_hidden_layer_sizes is [32, 32] in the checkpoint but [64, 64]")
+  check(
+    ["--restore_checkpoint_path", smoke_dir, "--set", "ppo.policy_hidden_layer_sizes=[64,64]"],
+    "policy_hidden_layer_sizes is [32, 32] in the checkpoint but [64, 64]",
+  )
   check(["--restore_checkpoint_path", smoke_dir, "--num_envs", 32], "num_envs is 16 in the checkpoint but 32")
   check(["--restore_checkpoint_path", smoke_dir, "--env", "standing"], "env is joystick in the checkpoint")
-  check(["--restore_checkpoint_path", smoke_dir, "--set", "ppo.max_grad_norm=0"],
-        "gradient_clipping is True in the checkpoint but False")
+  check(
+    ["--restore_checkpoint_path", smoke_dir, "--set", "ppo.max_grad_norm=0"],
+    "gradient_clipping is True in the checkpoint but False",
+  )
 
 
 def test_restore_modes_load_what_they_claim(smoke_run):
@@ -173,8 +178,12 @@ def test_restore_modes_load_what_they_claim(smoke_run):
 def _start(tmp_path, name, *args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   return subprocess.Popen(
-      [sys.executable, str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", name, *map(str, args)],
-      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT,
+    [sys.executable, str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", name, *map(str, args)],
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    text=True,
+    env=env,
+    cwd=REPO_ROOT,
   )
 
 
@@ -202,8 +211,18 @@ def test_sigint_saves_a_resumable_checkpoint(tmp_path):
   assert "Resume with:" in stderr and "--resume" in stderr
   steps = steps_of(run_dir)
   assert len(steps) == 1 and 0 < steps[0] < 1_000_000
-  resumed = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "interrupted", "--resume",
-                    "--num_timesteps", steps[0] + 1280, "--checkpoint_every", 1_000_000)
+  resumed = run_cli(
+    *SMOKE,
+    "--output_dir",
+    tmp_path,
+    "--exp_name",
+    "interrupted",
+    "--resume",
+    "--num_timesteps",
+    steps[0] + 1280,
+    "--checkpoint_every",
+    1_000_000,
+  )
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert steps_of(run_dir)[-1] == steps[0] + 1280
 
@@ -235,8 +254,18 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path)
   last = run_dir / checkpointing.step_dir_name(complete[-1])
   assert load_tree(last)["training_state"]["params"]["policy"]
   assert checkpointing.latest_checkpoint(run_dir) == last
-  resumed = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "killed", "--resume",
-                    "--num_timesteps", complete[-1] + 1280, "--checkpoint_every", 1280)
+  resumed = run_cli(
+    *SMOKE,
+    "--output_dir",
+    tmp_path,
+    "--exp_name",
+    "killed",
+    "--resume",
+    "--num_timesteps",
+    complete[-1] + 1280,
+    "--checkpoint_every",
+    1280,
+  )
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"start at {complete[-1]:,}" in resumed.stderr
   assert not any(p.name.startswith(".tmp-") for p in run_dir.iterdir())
@@ -248,8 +277,18 @@ def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
   run_dir = tmp_path / "smoke"
   shutil.copytree(smoke_dir, run_dir)
   good = load_tree(run_dir / "000000002560")
-  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "smoke", "--resume", "--num_timesteps", 5120,
-                   "--set", "ppo.learning_rate=1e39")
+  result = run_cli(
+    *SMOKE,
+    "--output_dir",
+    tmp_path,
+    "--exp_name",
+    "smoke",
+    "--resume",
+    "--num_timesteps",
+    5120,
+    "--set",
+    "ppo.learning_rate=1e39",
+  )
   assert result.returncode == 3, result.stderr[-3000:]
   assert "diverged at step 3,840" in result.stderr and "Traceback" not in result.stderr
   assert steps_of(run_dir) == [2560]

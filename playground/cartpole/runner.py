@@ -27,26 +27,61 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
   """PPO settings for the cartpole tasks."""
   del env_name
   c = ppo_defaults.default_config()
-  c.update(dict(
-      num_timesteps=5_000_000, num_envs=1024, unroll_length=30, batch_size=512,
-      num_minibatches=16, num_updates_per_batch=8, learning_rate=1e-3, entropy_cost=1e-2,
-      discounting=0.97, reward_scaling=10.0, max_grad_norm=1.0,
-      policy_hidden_layer_sizes=(32, 32, 32, 32), value_hidden_layer_sizes=(64, 64, 64),
-      activation="swish", num_eval_envs=64, eval_every=1_000_000, log_every=200_000,
+  c.update(
+    dict(
+      num_timesteps=5_000_000,
+      num_envs=1024,
+      unroll_length=30,
+      batch_size=512,
+      num_minibatches=16,
+      num_updates_per_batch=8,
+      learning_rate=1e-3,
+      entropy_cost=1e-2,
+      discounting=0.97,
+      reward_scaling=10.0,
+      max_grad_norm=1.0,
+      policy_hidden_layer_sizes=(32, 32, 32, 32),
+      value_hidden_layer_sizes=(64, 64, 64),
+      activation="swish",
+      num_eval_envs=64,
+      eval_every=1_000_000,
+      log_every=200_000,
       # Brax's default initialization: a random untrained policy.
-      init_noise_std=0.694, init_action_mean_scale=1.0,
-  ))
+      init_noise_std=0.694,
+      init_action_mean_scale=1.0,
+    )
+  )
   c.checkpoint_every = 1_000_000
   c.keep_last = 3
   if preset == "quick":
-    c.update(dict(num_timesteps=3_000_000, num_envs=128, batch_size=128, num_minibatches=8,
-                  unroll_length=16, num_updates_per_batch=4, num_eval_envs=16,
-                  eval_every=300_000, log_every=300_000))
+    c.update(
+      dict(
+        num_timesteps=3_000_000,
+        num_envs=128,
+        batch_size=128,
+        num_minibatches=8,
+        unroll_length=16,
+        num_updates_per_batch=4,
+        num_eval_envs=16,
+        eval_every=300_000,
+        log_every=300_000,
+      )
+    )
     c.checkpoint_every = 1_500_000
   elif preset == "smoke":
-    c.update(dict(num_timesteps=8_192, num_envs=16, batch_size=16, num_minibatches=4,
-                  unroll_length=16, num_updates_per_batch=1, num_eval_envs=4,
-                  eval_every=8_192, log_every=4_096))
+    c.update(
+      dict(
+        num_timesteps=8_192,
+        num_envs=16,
+        batch_size=16,
+        num_minibatches=4,
+        unroll_length=16,
+        num_updates_per_batch=1,
+        num_eval_envs=4,
+        eval_every=8_192,
+        log_every=4_096,
+      )
+    )
     c.checkpoint_every = 8_192
   return c
 

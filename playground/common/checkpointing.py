@@ -49,11 +49,7 @@ def step_dir_name(step: int) -> str:
 
 def is_complete(path: Path) -> bool:
   """True for a finished checkpoint directory (meta and Orbax commit present)."""
-  return (
-      _STEP_DIR.match(path.name) is not None
-      and (path / META_FILE).is_file()
-      and (path / STATE_DIR).is_dir()
-  )
+  return _STEP_DIR.match(path.name) is not None and (path / META_FILE).is_file() and (path / STATE_DIR).is_dir()
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
@@ -82,15 +78,13 @@ def resolve(path: str | Path) -> Path:
   if _STEP_DIR.match(path.name):
     if not is_complete(path):
       raise CheckpointError(
-          f"checkpoint {path} is incomplete (no {META_FILE} or {STATE_DIR}/); "
-          f"use the run directory {path.parent} to pick its latest complete checkpoint"
+        f"checkpoint {path} is incomplete (no {META_FILE} or {STATE_DIR}/); "
+        f"use the run directory {path.parent} to pick its latest complete checkpoint"
       )
     return path
   latest = latest_checkpoint(path)
   if latest is None:
-    raise CheckpointError(
-        f"{path} holds no complete checkpoint (expected step directories like 000001048576/)"
-    )
+    raise CheckpointError(f"{path} holds no complete checkpoint (expected step directories like 000001048576/)")
   return latest
 
 
@@ -113,11 +107,11 @@ def cleanup_incomplete(run_dir: Path) -> None:
 
 
 def save(
-    run_dir: Path,
-    step: int,
-    tree: Any,
-    meta: dict[str, Any],
-    extra: Callable[[Path], None] | None = None,
+  run_dir: Path,
+  step: int,
+  tree: Any,
+  meta: dict[str, Any],
+  extra: Callable[[Path], None] | None = None,
 ) -> Path:
   """Writes checkpoint `step` atomically and returns its directory.
 
@@ -160,9 +154,7 @@ def restore(step_dir: Path, abstract_tree: Any) -> Any:
   """
   try:
     with _checkpointer() as checkpointer:
-      state = checkpointer.restore(
-          Path(step_dir) / STATE_DIR, serialization.to_state_dict(abstract_tree)
-      )
+      state = checkpointer.restore(Path(step_dir) / STATE_DIR, serialization.to_state_dict(abstract_tree))
     return serialization.from_state_dict(abstract_tree, state)
   except Exception as e:  # pylint: disable=broad-except
     reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -200,7 +192,7 @@ def _checkpointer() -> ocp.StandardCheckpointer:
   """
   me = jax.process_index()
   return ocp.StandardCheckpointer(
-      multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
+    multiprocessing_options=ocp.options.MultiprocessingOptions(primary_host=me, active_processes={me})
   )
 
 

@@ -73,13 +73,12 @@ def _coerce(key: str, default: Any, raw: str) -> Any:
     if not isinstance(value, (tuple, list)):
       raise ConfigError(f"--set {key}: expected a list like [1, 2], got {raw!r}")
     if len(default) and len(value) != len(default) and not key.endswith("_sizes"):
-      raise ConfigError(
-          f"--set {key}: expected {len(default)} values, got {len(value)}"
-      )
-    converted = [
-        float(v) if isinstance(d, float) and isinstance(v, (int, float)) else v
-        for d, v in zip(default, value)
-    ] if len(default) else list(value)
+      raise ConfigError(f"--set {key}: expected {len(default)} values, got {len(value)}")
+    converted = (
+      [float(v) if isinstance(d, float) and isinstance(v, (int, float)) else v for d, v in zip(default, value)]
+      if len(default)
+      else list(value)
+    )
     return type(default)(converted)
   return value
 
@@ -115,9 +114,7 @@ def parse_overrides(overrides: Sequence[str]) -> list[tuple[str, str]]:
   return pairs
 
 
-def apply_overrides(
-    config: config_dict.ConfigDict, overrides: Sequence[tuple[str, str]]
-) -> config_dict.ConfigDict:
+def apply_overrides(config: config_dict.ConfigDict, overrides: Sequence[tuple[str, str]]) -> config_dict.ConfigDict:
   """Returns a copy of `config` with typed `(key, raw_value)` overrides applied.
 
   Args:
@@ -147,8 +144,5 @@ def apply_overrides(
 def check_choice(flag: str, value: str, choices: Sequence[str]) -> str:
   """Raises ConfigError naming the valid choices if `value` is not one."""
   if value not in choices:
-    raise ConfigError(
-        f"unknown {flag} '{value}'{suggest(value, choices)}; valid choices: "
-        + ", ".join(choices)
-    )
+    raise ConfigError(f"unknown {flag} '{value}'{suggest(value, choices)}; valid choices: " + ", ".join(choices))
   return value

@@ -29,9 +29,9 @@ ENV_PROCESS_ID = "JAX_PROCESS_ID"
 
 
 def initialize(
-    coordinator_address: str | None = None,
-    num_processes: int | None = None,
-    process_id: int | None = None,
+  coordinator_address: str | None = None,
+  num_processes: int | None = None,
+  process_id: int | None = None,
 ) -> bool:
   """Starts JAX's distributed runtime when a multi-process run is requested.
 
@@ -47,17 +47,20 @@ def initialize(
     return False
   if not coordinator_address or num_processes is None or process_id is None:
     raise ValueError(
-        "a multi-process run needs --coordinator_address, --num_processes and --process_id "
-        f"(or ${ENV_COORDINATOR}, ${ENV_NUM_PROCESSES}, ${ENV_PROCESS_ID})"
+      "a multi-process run needs --coordinator_address, --num_processes and --process_id "
+      f"(or ${ENV_COORDINATOR}, ${ENV_NUM_PROCESSES}, ${ENV_PROCESS_ID})"
     )
   # Cross-process collectives on CPU (used by tests and CPU clusters).
   jax.config.update("jax_cpu_collectives_implementation", "gloo")
   jax.distributed.initialize(
-      coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
+    coordinator_address=coordinator_address, num_processes=num_processes, process_id=process_id
   )
   logger.info(
-      "distributed: process %d of %d, %d local / %d global devices",
-      jax.process_index(), jax.process_count(), jax.local_device_count(), jax.device_count(),
+    "distributed: process %d of %d, %d local / %d global devices",
+    jax.process_index(),
+    jax.process_count(),
+    jax.local_device_count(),
+    jax.device_count(),
   )
   return True
 
@@ -84,9 +87,7 @@ def host_local(tree: Any) -> Any:
 
 def to_global(local_tree: Any, sharding: jax.sharding.Sharding) -> Any:
   """Global arrays from each process's local part (the whole value if replicated)."""
-  return jax.tree_util.tree_map(
-      lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), local_tree
-  )
+  return jax.tree_util.tree_map(lambda x: jax.make_array_from_process_local_data(sharding, np.asarray(x)), local_tree)
 
 
 def gather(tree: Any) -> Any:

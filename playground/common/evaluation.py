@@ -53,18 +53,16 @@ class Evaluator:
       ended = active * result.done
       ret = jp.where(ended > 0, result.finished_return, ret)
       length = jp.where(ended > 0, result.finished_length, length)
-      metrics = jax.tree_util.tree_map(
-          lambda m, f: jp.where(ended > 0, f, m), metrics, result.finished_metrics
-      )
+      metrics = jax.tree_util.tree_map(lambda m, f: jp.where(ended > 0, f, m), metrics, result.finished_metrics)
       return t + 1, state, active * (1.0 - result.done), ret, length, metrics
 
     init = (
-        jp.zeros((), jp.int32),
-        state,
-        jp.ones(n),
-        jp.zeros(n),
-        jp.zeros(n, dtype=jp.int32),
-        jax.tree_util.tree_map(jp.zeros_like, state.episode_metrics),
+      jp.zeros((), jp.int32),
+      state,
+      jp.ones(n),
+      jp.zeros(n),
+      jp.zeros(n, dtype=jp.int32),
+      jax.tree_util.tree_map(jp.zeros_like, state.episode_metrics),
     )
     # Stops as soon as every episode has ended (early policies fall quickly).
     _, _, _, ret, length, metrics = jax.lax.while_loop(cond, body, init)
@@ -79,10 +77,10 @@ class Evaluator:
     elapsed = time.monotonic() - start
     ret = np.asarray(out["return"])
     metrics = {
-        "eval/episode_reward": float(ret.mean()),
-        "eval/episode_reward_std": float(ret.std()),
-        "eval/episode_length": float(np.mean(out["length"])),
-        "eval/walltime": elapsed,
+      "eval/episode_reward": float(ret.mean()),
+      "eval/episode_reward_std": float(ret.std()),
+      "eval/episode_length": float(np.mean(out["length"])),
+      "eval/walltime": elapsed,
     }
     for name, value in out["metrics"].items():
       metrics[f"eval/episode_{name}"] = float(np.mean(value))

@@ -42,14 +42,14 @@ def jax_policy_fn(network, normalizer, policy_params, obs_key: str | None):
 
 
 def export(
-    path: Path,
-    network,
-    normalizer,
-    policy_params: Mapping[str, Any],
-    obs_key: str | None,
-    action_size: int,
-    activation: str,
-    metadata: Mapping[str, Any],
+  path: Path,
+  network,
+  normalizer,
+  policy_params: Mapping[str, Any],
+  obs_key: str | None,
+  action_size: int,
+  activation: str,
+  metadata: Mapping[str, Any],
 ) -> float:
   """Writes the ONNX policy to `path` after the parity check; returns max |diff|.
 
@@ -106,17 +106,19 @@ def export_checkpoint(checkpoint: str | Path, output: str | Path | None = None) 
   ts = tree["training_state"]
   norm = ts["normalizer_params"]
   normalizer = running_statistics.RunningStatisticsState(
-      count=norm["count"], mean=norm["mean"], summed_variance=norm["summed_variance"], std=norm["std"]
+    count=norm["count"], mean=norm["mean"], summed_variance=norm["summed_variance"], std=norm["std"]
   )
   normalizer = jax.tree_util.tree_map(np.asarray, normalizer)
   network = ppo_lib.network_factory(ppo_cfg, obs_is_dict)(
-      obs_shapes, compat["action_size"],
-      preprocess_observations_fn=running_statistics.normalize if ppo_cfg.normalize_observations else (lambda x, y: x),
+    obs_shapes,
+    compat["action_size"],
+    preprocess_observations_fn=running_statistics.normalize if ppo_cfg.normalize_observations else (lambda x, y: x),
   )
   metadata = policy_metadata(runner_cls, config["env"], config["task"], env_cfg, int(meta["step"]), obs_key)
   out = Path(output) if output else step_dir / POLICY_FILE
-  diff = export(out, network, normalizer, ts["params"]["policy"], obs_key, compat["action_size"],
-                ppo_cfg.activation, metadata)
+  diff = export(
+    out, network, normalizer, ts["params"]["policy"], obs_key, compat["action_size"], ppo_cfg.activation, metadata
+  )
   return out, diff
 
 
@@ -125,15 +127,15 @@ def policy_metadata(runner_cls, env_name: str, task: str, env_config, step: int,
   import playground  # pylint: disable=import-outside-toplevel
 
   meta = {
-      "robot": runner_cls.robot,
-      "env": env_name,
-      "task": task,
-      "training_step": step,
-      "project": "duck-playground",
-      "project_version": playground.__version__,
-      "input_name": "obs",
-      "output_name": "continuous_actions",
-      "observation_key": obs_key or "",
+    "robot": runner_cls.robot,
+    "env": env_name,
+    "task": task,
+    "training_step": step,
+    "project": "duck-playground",
+    "project_version": playground.__version__,
+    "input_name": "obs",
+    "output_name": "continuous_actions",
+    "observation_key": obs_key or "",
   }
   meta.update(runner_cls.policy_metadata(env_name, task, env_config))
   return meta

@@ -9,11 +9,11 @@ import numpy as np
 
 
 def add_backlash(
-    spec: mujoco.MjSpec,
-    joint_names: Sequence[str],
-    half_range: float,
-    damping: float,
-    armature: float,
+  spec: mujoco.MjSpec,
+  joint_names: Sequence[str],
+  half_range: float,
+  damping: float,
+  armature: float,
 ) -> mujoco.MjSpec:
   """Adds a small passive hinge in series with each named joint.
 
@@ -31,8 +31,7 @@ def add_backlash(
   """
   before = spec.compile()
   old_qpos = {
-      before.joint(j).name: (before.jnt_qposadr[j], _qpos_width(before.jnt_type[j]))
-      for j in range(before.njnt)
+    before.joint(j).name: (before.jnt_qposadr[j], _qpos_width(before.jnt_type[j])) for j in range(before.njnt)
   }
   keys = [np.array(k.qpos) for k in spec.keys]
   for name in joint_names:
@@ -41,15 +40,15 @@ def add_backlash(
       raise ValueError(f"add_backlash: no joint named '{name}'")
     body = joint.parent
     body.add_joint(
-        name=f"{name}_backlash",
-        type=mujoco.mjtJoint.mjJNT_HINGE,
-        axis=joint.axis,
-        pos=joint.pos,
-        range=[-half_range, half_range],
-        limited=mujoco.mjtLimited.mjLIMITED_TRUE,
-        damping=damping,
-        armature=armature,
-        frictionloss=0.0,
+      name=f"{name}_backlash",
+      type=mujoco.mjtJoint.mjJNT_HINGE,
+      axis=joint.axis,
+      pos=joint.pos,
+      range=[-half_range, half_range],
+      limited=mujoco.mjtLimited.mjLIMITED_TRUE,
+      damping=damping,
+      armature=armature,
+      frictionloss=0.0,
     )
   after = spec.compile()
   for key, qpos in zip(spec.keys, keys):
@@ -71,11 +70,11 @@ def _qpos_width(jnt_type: int) -> int:
 
 
 def procedural_heightfield(
-    nrow: int,
-    ncol: int,
-    seed: int,
-    flat_radius: float = 0.15,
-    smoothing: int = 2,
+  nrow: int,
+  ncol: int,
+  seed: int,
+  flat_radius: float = 0.15,
+  smoothing: int = 2,
 ) -> np.ndarray:
   """Seeded rough terrain as elevations in [0, 1], shape (nrow, ncol).
 
@@ -88,11 +87,7 @@ def procedural_heightfield(
   h = rng.uniform(0.0, 1.0, size=(nrow, ncol))
   for _ in range(smoothing):
     padded = np.pad(h, 1, mode="edge")
-    h = sum(
-        padded[1 + dr : 1 + dr + nrow, 1 + dc : 1 + dc + ncol]
-        for dr in (-1, 0, 1)
-        for dc in (-1, 0, 1)
-    ) / 9.0
+    h = sum(padded[1 + dr : 1 + dr + nrow, 1 + dc : 1 + dc + ncol] for dr in (-1, 0, 1) for dc in (-1, 0, 1)) / 9.0
   h = (h - h.min()) / max(h.max() - h.min(), 1e-9)
   y, x = np.meshgrid(np.linspace(-1, 1, nrow), np.linspace(-1, 1, ncol), indexing="ij")
   r = np.sqrt(x**2 + y**2)

@@ -72,7 +72,4 @@ class ObservationLayout:
 
   def to_json(self) -> list[dict[str, Any]]:
     """Layout as [{'name', 'start', 'size'}, ...] for metadata files."""
-    return [
-        {"name": name, "start": s.start, "size": s.stop - s.start}
-        for name, s in self.slices.items()
-    ]
+    return [{"name": name, "start": s.start, "size": s.stop - s.start} for name, s in self.slices.items()]

@@ -54,8 +54,8 @@ def _mlp_layers(policy_params: Mapping[str, Any]) -> list[dict[str, Any]]:
   """
   if not isinstance(policy_params, Mapping) or set(policy_params) != {"params"}:
     raise ExportError(
-        "unsupported policy parameter layout: expected Brax's MLP params {'params': {'hidden_0': ...}}, "
-        f"got keys {sorted(policy_params) if isinstance(policy_params, Mapping) else type(policy_params).__name__}"
+      "unsupported policy parameter layout: expected Brax's MLP params {'params': {'hidden_0': ...}}, "
+      f"got keys {sorted(policy_params) if isinstance(policy_params, Mapping) else type(policy_params).__name__}"
     )
   layers = policy_params["params"]
   names = sorted(layers, key=lambda n: int(_LAYER.match(n).group(1)) if _LAYER.match(n) else -1)
@@ -95,12 +95,12 @@ def _activation(nodes: list, name: str, x: str, out: str) -> None:
 
 
 def build_model(
-    mean: np.ndarray,
-    std: np.ndarray,
-    policy_params: Mapping[str, Any],
-    action_size: int,
-    activation: str,
-    metadata: Mapping[str, Any] | None = None,
+  mean: np.ndarray,
+  std: np.ndarray,
+  policy_params: Mapping[str, Any],
+  action_size: int,
+  activation: str,
+  metadata: Mapping[str, Any] | None = None,
 ) -> onnx.ModelProto:
   """The ONNX model of a deterministic Brax tanh-normal MLP policy.
 
@@ -115,8 +115,8 @@ def build_model(
   obs_size = layers[0]["kernel"].shape[0]
   if layers[-1]["kernel"].shape[1] != 2 * action_size:
     raise ExportError(
-        f"unsupported policy head: {layers[-1]['kernel'].shape[1]} outputs, expected 2 x {action_size} "
-        "(loc and scale of a tanh-normal distribution)"
+      f"unsupported policy head: {layers[-1]['kernel'].shape[1]} outputs, expected 2 x {action_size} "
+      "(loc and scale of a tanh-normal distribution)"
     )
   mean = np.asarray(mean, np.float32).reshape(-1)
   std = np.asarray(std, np.float32).reshape(-1)
@@ -124,8 +124,8 @@ def build_model(
     raise ExportError(f"normalizer size {mean.shape} does not match the network input {obs_size}")
   inits = [numpy_helper.from_array(mean, "obs_mean"), numpy_helper.from_array(std, "obs_std")]
   nodes = [
-      helper.make_node("Sub", [INPUT_NAME, "obs_mean"], ["obs_centered"]),
-      helper.make_node("Div", ["obs_centered", "obs_std"], ["x0"]),
+    helper.make_node("Sub", [INPUT_NAME, "obs_mean"], ["obs_centered"]),
+    helper.make_node("Div", ["obs_centered", "obs_std"], ["x0"]),
   ]
   x = "x0"
   for i, layer in enumerate(layers):
@@ -139,31 +139,31 @@ def build_model(
       x = f"h{i}"
       if "norm" in layer:
         inits += [
-            numpy_helper.from_array(layer["norm"]["scale"], f"ln_scale{i}"),
-            numpy_helper.from_array(layer["norm"]["bias"], f"ln_bias{i}"),
+          numpy_helper.from_array(layer["norm"]["scale"], f"ln_scale{i}"),
+          numpy_helper.from_array(layer["norm"]["bias"], f"ln_bias{i}"),
         ]
-        nodes.append(helper.make_node(
-            "LayerNormalization", [x, f"ln_scale{i}", f"ln_bias{i}"], [f"ln{i}"], axis=-1, epsilon=1e-6
-        ))
+        nodes.append(
+          helper.make_node("LayerNormalization", [x, f"ln_scale{i}", f"ln_bias{i}"], [f"ln{i}"], axis=-1, epsilon=1e-6)
+        )
         x = f"ln{i}"
   inits += [
-      numpy_helper.from_array(np.array([0], np.int64), "slice_start"),
-      numpy_helper.from_array(np.array([action_size], np.int64), "slice_end"),
-      numpy_helper.from_array(np.array([1], np.int64), "slice_axis"),
+    numpy_helper.from_array(np.array([0], np.int64), "slice_start"),
+    numpy_helper.from_array(np.array([action_size], np.int64), "slice_end"),
+    numpy_helper.from_array(np.array([1], np.int64), "slice_axis"),
   ]
   nodes.append(helper.make_node("Slice", [x, "slice_start", "slice_end", "slice_axis"], ["loc"]))
   nodes.append(helper.make_node("Tanh", ["loc"], [OUTPUT_NAME]))
   graph = helper.make_graph(
-      nodes,
-      "duck_playground_policy",
-      [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", obs_size])],
-      [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", action_size])],
-      initializer=inits,
+    nodes,
+    "duck_playground_policy",
+    [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, ["batch", obs_size])],
+    [helper.make_tensor_value_info(OUTPUT_NAME, TensorProto.FLOAT, ["batch", action_size])],
+    initializer=inits,
   )
   model = helper.make_model(
-      graph,
-      producer_name="duck-playground",
-      opset_imports=[helper.make_opsetid("", OPSET)],
+    graph,
+    producer_name="duck-playground",
+    opset_imports=[helper.make_opsetid("", OPSET)],
   )
   model.ir_version = IR_VERSION
   for key, value in (metadata or {}).items():
@@ -187,20 +187,22 @@ def run_onnx(model: onnx.ModelProto | bytes | str | Path, obs: np.ndarray) -> np
   options = ort.SessionOptions()
   options.intra_op_num_threads = 1
   options.inter_op_num_threads = 1
-  source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else (
-      model if isinstance(model, bytes) else str(model)
+  source = (
+    model.SerializeToString()
+    if isinstance(model, onnx.ModelProto)
+    else (model if isinstance(model, bytes) else str(model))
   )
   session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
   return session.run(None, {INPUT_NAME: np.asarray(obs, np.float32)})[0]
 
 
 def verify_parity(
-    model: onnx.ModelProto,
-    jax_policy: Callable[[np.ndarray], np.ndarray],
-    mean: np.ndarray,
-    std: np.ndarray,
-    n: int = 1000,
-    atol: float = PARITY_ATOL,
+  model: onnx.ModelProto,
+  jax_policy: Callable[[np.ndarray], np.ndarray],
+  mean: np.ndarray,
+  std: np.ndarray,
+  n: int = 1000,
+  atol: float = PARITY_ATOL,
 ) -> float:
   """Max |onnx - jax| over `n` sampled observations; raises ExportError above `atol`."""
   obs = sample_observations(np.asarray(mean, np.float32), np.asarray(std, np.float32), n)

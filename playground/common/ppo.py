@@ -30,7 +30,6 @@ import jax
 import jax.numpy as jp
 import numpy as np
 import optax
-from brax.training import acting  # noqa: F401  (documents the Brax layout we follow)
 from brax.training import gradients
 from brax.training import types
 from brax.training.acme import running_statistics
@@ -52,10 +51,10 @@ from playground.common.training_env import VecEnv
 AXIS = "i"
 
 ACTIVATIONS: dict[str, Callable[[jax.Array], jax.Array]] = {
-    "swish": linen.swish,
-    "elu": linen.elu,
-    "relu": linen.relu,
-    "tanh": linen.tanh,
+  "swish": linen.swish,
+  "elu": linen.elu,
+  "relu": linen.relu,
+  "tanh": linen.tanh,
 }
 
 
@@ -73,18 +72,16 @@ class TrainingState:
 def network_factory(config: config_dict.ConfigDict, obs_is_dict: bool):
   """`make_ppo_networks` bound to the configured sizes and activation."""
   if config.activation not in ACTIVATIONS:
-    raise ValueError(
-        f"ppo.activation must be one of {', '.join(ACTIVATIONS)}, got '{config.activation}'"
-    )
+    raise ValueError(f"ppo.activation must be one of {', '.join(ACTIVATIONS)}, got '{config.activation}'")
   kwargs = {}
   if obs_is_dict:
     kwargs = dict(policy_obs_key=config.policy_obs_key, value_obs_key=config.value_obs_key)
   return functools.partial(
-      ppo_networks.make_ppo_networks,
-      policy_hidden_layer_sizes=tuple(config.policy_hidden_layer_sizes),
-      value_hidden_layer_sizes=tuple(config.value_hidden_layer_sizes),
-      activation=ACTIVATIONS[config.activation],
-      **kwargs,
+    ppo_networks.make_ppo_networks,
+    policy_hidden_layer_sizes=tuple(config.policy_hidden_layer_sizes),
+    value_hidden_layer_sizes=tuple(config.value_hidden_layer_sizes),
+    activation=ACTIVATIONS[config.activation],
+    **kwargs,
   )
 
 
@@ -103,13 +100,11 @@ def steps_per_iteration(config: config_dict.ConfigDict) -> int:
 def validate(config: config_dict.ConfigDict, device_count: int) -> None:
   """Raises ValueError for batch/env sizes that cannot be split evenly."""
   if config.num_envs % device_count:
-    raise ValueError(
-        f"num_envs={config.num_envs} must be divisible by the {device_count} devices"
-    )
+    raise ValueError(f"num_envs={config.num_envs} must be divisible by the {device_count} devices")
   if (config.batch_size * config.num_minibatches) % config.num_envs:
     raise ValueError(
-        f"batch_size * num_minibatches = {config.batch_size * config.num_minibatches} "
-        f"must be a multiple of num_envs={config.num_envs}"
+      f"batch_size * num_minibatches = {config.batch_size * config.num_minibatches} "
+      f"must be a multiple of num_envs={config.num_envs}"
     )
   if config.num_eval_envs % device_count and device_count > 1:
     raise ValueError(f"num_eval_envs must be divisible by the {device_count} devices")
@@ -139,7 +134,7 @@ class PPO:
     obs_is_dict = isinstance(self.obs_shapes, Mapping)
     normalize = running_statistics.normalize if cfg.normalize_observations else (lambda x, y: x)
     self.network = network_factory(cfg, obs_is_dict)(
-        self.obs_shapes, self.venv.action_size, preprocess_observations_fn=normalize
+      self.obs_shapes, self.venv.action_size, preprocess_observations_fn=normalize
     )
     self.make_policy = ppo_networks.make_inference_fn(self.network)
     optimizer = optax.adam(learning_rate=cfg.learning_rate)
@@ -147,36 +142,34 @@ class PPO:
       optimizer = optax.chain(optax.clip_by_global_norm(cfg.max_grad_norm), optimizer)
     self.optimizer = optimizer
     self.local_num_envs = cfg.num_envs // len(self.devices)  # per device
-    self.process_num_envs = self.local_num_envs * sum(
-        d.process_index == jax.process_index() for d in self.devices
-    )
+    self.process_num_envs = self.local_num_envs * sum(d.process_index == jax.process_index() for d in self.devices)
     self.unrolls_per_iteration = cfg.batch_size * cfg.num_minibatches // cfg.num_envs
     self.env_steps_per_iteration = steps_per_iteration(cfg)
     self._loss_and_grad = gradients.loss_and_pgrad(
-        functools.partial(
-            ppo_losses.compute_ppo_loss,
-            ppo_network=self.network,
-            entropy_cost=cfg.entropy_cost,
-            discounting=cfg.discounting,
-            reward_scaling=cfg.reward_scaling,
-            gae_lambda=cfg.gae_lambda,
-            clipping_epsilon=cfg.clipping_epsilon,
-            normalize_advantage=True,
-        ),
-        pmap_axis_name=AXIS,
-        has_aux=True,
+      functools.partial(
+        ppo_losses.compute_ppo_loss,
+        ppo_network=self.network,
+        entropy_cost=cfg.entropy_cost,
+        discounting=cfg.discounting,
+        reward_scaling=cfg.reward_scaling,
+        gae_lambda=cfg.gae_lambda,
+        clipping_epsilon=cfg.clipping_epsilon,
+        normalize_advantage=True,
+      ),
+      pmap_axis_name=AXIS,
+      has_aux=True,
     )
     self.replicated = NamedSharding(self.mesh, P())
     self.sharded = NamedSharding(self.mesh, P(AXIS))
     self.train_step = jax.jit(
-        jax.shard_map(
-            self._train_step,
-            mesh=self.mesh,
-            in_specs=(P(), P(AXIS)),
-            out_specs=(P(), P(AXIS), P()),
-            check_vma=False,
-        ),
-        donate_argnums=(0, 1),
+      jax.shard_map(
+        self._train_step,
+        mesh=self.mesh,
+        in_specs=(P(), P(AXIS)),
+        out_specs=(P(), P(AXIS), P()),
+        check_vma=False,
+      ),
+      donate_argnums=(0, 1),
     )
 
   # ---- Initialization.
@@ -186,25 +179,25 @@ class PPO:
     key = jax.random.PRNGKey(seed)
     key, key_policy, key_value = jax.random.split(key, 3)
     params = ppo_losses.PPONetworkParams(
-        policy=init_policy_head(
-            self.network.policy_network.init(key_policy),
-            self.venv.action_size,
-            self.config.init_noise_std,
-            self.config.init_action_mean_scale,
-        ),
-        value=self.network.value_network.init(key_value),
+      policy=init_policy_head(
+        self.network.policy_network.init(key_policy),
+        self.venv.action_size,
+        self.config.init_noise_std,
+        self.config.init_action_mean_scale,
+      ),
+      value=self.network.value_network.init(key_value),
     )
     obs_spec = jax.tree_util.tree_map(
-        lambda shape: specs.Array(shape, jp.dtype("float32")),
-        self.obs_shapes,
-        is_leaf=lambda x: isinstance(x, tuple),
+      lambda shape: specs.Array(shape, jp.dtype("float32")),
+      self.obs_shapes,
+      is_leaf=lambda x: isinstance(x, tuple),
     )
     state = TrainingState(
-        params=params,
-        optimizer_state=self.optimizer.init(params),
-        normalizer_params=running_statistics.init_state(obs_spec),
-        env_steps=types.UInt64(hi=0, lo=0),
-        key=key,
+      params=params,
+      optimizer_state=self.optimizer.init(params),
+      normalizer_params=running_statistics.init_state(obs_spec),
+      env_steps=types.UInt64(hi=0, lo=0),
+      key=key,
     )
     return distributed.to_global(distributed.host_local(strip_weak_type(state)), self.replicated)
 
@@ -242,15 +235,15 @@ class PPO:
       action, policy_extras = policy(state.env.obs, key_action)
       state, result = self.venv.step(state, action, models, reset_state)
       transition = types.Transition(
-          observation=result.obs,
-          action=action,
-          reward=result.reward,
-          discount=1.0 - result.done,
-          next_observation=result.next_obs,
-          extras={
-              "policy_extras": policy_extras,
-              "state_extras": {"truncation": result.truncation},
-          },
+        observation=result.obs,
+        action=action,
+        reward=result.reward,
+        discount=1.0 - result.done,
+        next_observation=result.next_obs,
+        extras={
+          "policy_extras": policy_extras,
+          "state_extras": {"truncation": result.truncation},
+        },
       )
       return (state, key), (transition, _episode_stats(result))
 
@@ -261,7 +254,7 @@ class PPO:
       return (state, key), out
 
     (env_state, _), (data, stats) = jax.lax.scan(
-        unroll, (env_state, key_unroll), None, length=self.unrolls_per_iteration
+      unroll, (env_state, key_unroll), None, length=self.unrolls_per_iteration
     )
     # [unrolls, T, envs, ...] -> [unrolls * envs, T, ...]
     data = jax.tree_util.tree_map(lambda x: jp.swapaxes(x, 1, 2), data)
@@ -269,9 +262,7 @@ class PPO:
 
     normalizer_params = ts.normalizer_params
     if cfg.normalize_observations:
-      normalizer_params = running_statistics.update(
-          normalizer_params, data.observation, pmap_axis_name=AXIS
-      )
+      normalizer_params = running_statistics.update(normalizer_params, data.observation, pmap_axis_name=AXIS)
 
     def minibatch_step(carry, batch):
       optimizer_state, params, key = carry
@@ -290,24 +281,24 @@ class PPO:
         return jp.reshape(x, (cfg.num_minibatches, -1) + x.shape[1:])
 
       (optimizer_state, params, _), metrics = jax.lax.scan(
-          minibatch_step,
-          (optimizer_state, params, key_grad),
-          jax.tree_util.tree_map(shuffle, data),
+        minibatch_step,
+        (optimizer_state, params, key_grad),
+        jax.tree_util.tree_map(shuffle, data),
       )
       return (optimizer_state, params, key), metrics
 
     (optimizer_state, params, _), loss_metrics = jax.lax.scan(
-        sgd_step,
-        (ts.optimizer_state, ts.params, key_sgd),
-        None,
-        length=cfg.num_updates_per_batch,
+      sgd_step,
+      (ts.optimizer_state, ts.params, key_sgd),
+      None,
+      length=cfg.num_updates_per_batch,
     )
     new_ts = TrainingState(
-        params=params,
-        optimizer_state=optimizer_state,
-        normalizer_params=normalizer_params,
-        env_steps=ts.env_steps + self.env_steps_per_iteration,
-        key=key,
+      params=params,
+      optimizer_state=optimizer_state,
+      normalizer_params=normalizer_params,
+      env_steps=ts.env_steps + self.env_steps_per_iteration,
+      key=key,
     )
     metrics = {f"train/{k}": jax.lax.pmean(jp.mean(v), AXIS) for k, v in loss_metrics.items()}
     metrics["train/learning_rate"] = jp.asarray(cfg.learning_rate, dtype=jp.float32)
@@ -344,9 +335,9 @@ def init_policy_head(policy_params: Any, action_size: int, noise_std: float, mea
 def _episode_stats(result: StepResult) -> dict[str, jax.Array]:
   done = result.done
   stats = {
-      "count": jp.sum(done),
-      "return": jp.sum(result.finished_return * done),
-      "length": jp.sum(result.finished_length * done),
+    "count": jp.sum(done),
+    "return": jp.sum(result.finished_return * done),
+    "length": jp.sum(result.finished_length * done),
   }
   for name, value in result.finished_metrics.items():
     stats[f"metric/{name}"] = jp.sum(value * done)
@@ -358,9 +349,9 @@ def _reduce_episode_stats(stats: dict[str, jax.Array]) -> dict[str, jax.Array]:
   count = totals.pop("count")
   denom = jp.maximum(count, 1.0)
   out = {
-      "episode/count": count,
-      "episode/reward": totals.pop("return") / denom,
-      "episode/length": totals.pop("length") / denom,
+    "episode/count": count,
+    "episode/reward": totals.pop("return") / denom,
+    "episode/length": totals.pop("length") / denom,
   }
   for name, value in totals.items():
     out[f"episode/{name.removeprefix('metric/')}"] = value / denom

@@ -6,30 +6,30 @@ from ml_collections import config_dict
 def default_config() -> config_dict.ConfigDict:
   """PPO hyper-parameters (each robot runner provides its own values)."""
   return config_dict.ConfigDict(
-      dict(
-          num_timesteps=1_000_000,
-          num_envs=256,
-          unroll_length=20,
-          batch_size=256,
-          num_minibatches=8,
-          num_updates_per_batch=4,
-          learning_rate=3e-4,
-          entropy_cost=1e-2,
-          discounting=0.97,
-          gae_lambda=0.95,
-          clipping_epsilon=0.2,
-          reward_scaling=1.0,
-          max_grad_norm=1.0,
-          normalize_observations=True,
-          policy_hidden_layer_sizes=(128, 128, 128),
-          value_hidden_layer_sizes=(256, 256, 256),
-          activation="swish",
-          init_noise_std=0.5,  # initial std of the action noise (before tanh)
-          init_action_mean_scale=0.01,  # shrinks the initial action mean towards 0
-          policy_obs_key="state",
-          value_obs_key="privileged_state",
-          num_eval_envs=128,
-          eval_every=1_000_000,
-          log_every=100_000,
-      )
+    dict(
+      num_timesteps=1_000_000,
+      num_envs=256,
+      unroll_length=20,
+      batch_size=256,
+      num_minibatches=8,
+      num_updates_per_batch=4,
+      learning_rate=3e-4,
+      entropy_cost=1e-2,
+      discounting=0.97,
+      gae_lambda=0.95,
+      clipping_epsilon=0.2,
+      reward_scaling=1.0,
+      max_grad_norm=1.0,
+      normalize_observations=True,
+      policy_hidden_layer_sizes=(128, 128, 128),
+      value_hidden_layer_sizes=(256, 256, 256),
+      activation="swish",
+      init_noise_std=0.5,  # initial std of the action noise (before tanh)
+      init_action_mean_scale=0.01,  # shrinks the initial action mean towards 0
+      policy_obs_key="state",
+      value_obs_key="privileged_state",
+      num_eval_envs=128,
+      eval_every=1_000_000,
+      log_every=100_000,
+    )
   )

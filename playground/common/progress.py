@@ -71,19 +71,17 @@ class ProgressReporter:
     elapsed = time.monotonic() - self._start_time
     rate = done / elapsed if elapsed > 0 else 0.0
     eta = (self._total - step) / rate if rate > 0 else float("inf")
-    reward = (
-        f" | eval reward {self.last_eval_reward:.3f}" if self.last_eval_reward is not None else ""
-    )
+    reward = f" | eval reward {self.last_eval_reward:.3f}" if self.last_eval_reward is not None else ""
     logger.info(
-        "%s %5.1f%% step %s/%s | %s steps/s | ETA %s%s%s",
-        progress_bar(step / max(self._total, 1)),
-        100.0 * step / max(self._total, 1),
-        f"{step:,}",
-        f"{self._total:,}",
-        f"{sps:,.0f}",
-        format_duration(eta),
-        reward,
-        extra,
+      "%s %5.1f%% step %s/%s | %s steps/s | ETA %s%s%s",
+      progress_bar(step / max(self._total, 1)),
+      100.0 * step / max(self._total, 1),
+      f"{step:,}",
+      f"{self._total:,}",
+      f"{sps:,.0f}",
+      format_duration(eta),
+      reward,
+      extra,
     )
 
   def close(self) -> None:

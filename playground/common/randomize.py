@@ -25,32 +25,32 @@ RandomizationFn = Callable[[mjx.Model, jax.Array], tuple[mjx.Model, mjx.Model]]
 
 #: The model fields that `make_randomization_fn` writes (one copy per env).
 RANDOMIZED_FIELDS = (
-    "geom_friction",
-    "dof_frictionloss",
-    "dof_armature",
-    "body_ipos",
-    "body_mass",
-    "body_inertia",
-    "qpos0",
-    "actuator_gainprm",
-    "actuator_biasprm",
+  "geom_friction",
+  "dof_frictionloss",
+  "dof_armature",
+  "body_ipos",
+  "body_mass",
+  "body_inertia",
+  "qpos0",
+  "actuator_gainprm",
+  "actuator_biasprm",
 )
 
 
 def default_config() -> config_dict.ConfigDict:
   """Randomization ranges; each (low, high) is sampled uniformly per env."""
   return config_dict.ConfigDict(
-      dict(
-          enabled=True,
-          floor_friction=(0.5, 1.0),  # absolute sliding friction of the floor
-          frictionloss_scale=(0.8, 1.2),  # x joint frictionloss
-          armature_scale=(1.0, 1.05),  # x joint armature
-          com_offset=0.01,  # m, +-U on each axis of the trunk's centre of mass
-          link_mass_scale=(0.9, 1.1),  # x mass (and inertia) of every link
-          trunk_extra_mass=(-0.1, 0.1),  # kg added to the trunk
-          joint_offset=0.03,  # rad, +-U servo zero offset (qpos0 + servo bias)
-          kp_scale=(0.9, 1.1),  # x servo position gain (with matching bias)
-      )
+    dict(
+      enabled=True,
+      floor_friction=(0.5, 1.0),  # absolute sliding friction of the floor
+      frictionloss_scale=(0.8, 1.2),  # x joint frictionloss
+      armature_scale=(1.0, 1.05),  # x joint armature
+      com_offset=0.01,  # m, +-U on each axis of the trunk's centre of mass
+      link_mass_scale=(0.9, 1.1),  # x mass (and inertia) of every link
+      trunk_extra_mass=(-0.1, 0.1),  # kg added to the trunk
+      joint_offset=0.03,  # rad, +-U servo zero offset (qpos0 + servo bias)
+      kp_scale=(0.9, 1.1),  # x servo position gain (with matching bias)
+    )
   )
 
 
@@ -79,9 +79,9 @@ def _name_to_id(mj_model: mujoco.MjModel, objtype: mujoco.mjtObj, name: str) -> 
 
 
 def make_randomization_fn(
-    mj_model: mujoco.MjModel,
-    targets: RandomizationTargets,
-    config: config_dict.ConfigDict,
+  mj_model: mujoco.MjModel,
+  targets: RandomizationTargets,
+  config: config_dict.ConfigDict,
 ) -> RandomizationFn:
   """Builds the per-env randomization function for `mj_model`.
 
@@ -95,9 +95,7 @@ def make_randomization_fn(
   """
   floor = _name_to_id(mj_model, mujoco.mjtObj.mjOBJ_GEOM, targets.floor_geom)
   trunk = _name_to_id(mj_model, mujoco.mjtObj.mjOBJ_BODY, targets.trunk_body)
-  act_ids = np.array(
-      [_name_to_id(mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in targets.actuators]
-  )
+  act_ids = np.array([_name_to_id(mj_model, mujoco.mjtObj.mjOBJ_ACTUATOR, n) for n in targets.actuators])
   joint_ids = mj_model.actuator_trnid[act_ids, 0]
   dof_ids = mj_model.jnt_dofadr[joint_ids]
   qpos_ids = mj_model.jnt_qposadr[joint_ids]
@@ -107,16 +105,12 @@ def make_randomization_fn(
   def sample(model: mjx.Model, key: jax.Array) -> dict[str, jax.Array]:
     k = jax.random.split(key, 8)
     u = lambda key, lo_hi, shape=(): jax.random.uniform(  # noqa: E731
-        key, shape, minval=lo_hi[0], maxval=lo_hi[1]
+      key, shape, minval=lo_hi[0], maxval=lo_hi[1]
     )
     geom_friction = model.geom_friction.at[floor, 0].set(u(k[0], c.floor_friction))
-    dof_frictionloss = model.dof_frictionloss.at[dof_ids].multiply(
-        u(k[1], c.frictionloss_scale, (n_act,))
-    )
+    dof_frictionloss = model.dof_frictionloss.at[dof_ids].multiply(u(k[1], c.frictionloss_scale, (n_act,)))
     dof_armature = model.dof_armature.at[dof_ids].multiply(u(k[2], c.armature_scale, (n_act,)))
-    body_ipos = model.body_ipos.at[trunk].add(
-        u(k[3], (-c.com_offset, c.com_offset), (3,))
-    )
+    body_ipos = model.body_ipos.at[trunk].add(u(k[3], (-c.com_offset, c.com_offset), (3,)))
     mass_scale = u(k[4], c.link_mass_scale, (model.nbody,))
     body_mass = model.body_mass * mass_scale
     extra = u(k[5], c.trunk_extra_mass)
@@ -133,15 +127,15 @@ def make_randomization_fn(
     biasprm = model.actuator_biasprm.at[act_ids, 1].set(-kp)
     biasprm = biasprm.at[act_ids, 0].set(kp * offset)
     return dict(
-        geom_friction=geom_friction,
-        dof_frictionloss=dof_frictionloss,
-        dof_armature=dof_armature,
-        body_ipos=body_ipos,
-        body_mass=body_mass,
-        body_inertia=body_inertia,
-        qpos0=qpos0,
-        actuator_gainprm=gainprm,
-        actuator_biasprm=biasprm,
+      geom_friction=geom_friction,
+      dof_frictionloss=dof_frictionloss,
+      dof_armature=dof_armature,
+      body_ipos=body_ipos,
+      body_mass=body_mass,
+      body_inertia=body_inertia,
+      qpos0=qpos0,
+      actuator_gainprm=gainprm,
+      actuator_biasprm=biasprm,
     )
 
   def randomize(model: mjx.Model, keys: jax.Array) -> tuple[mjx.Model, mjx.Model]:

@@ -34,14 +34,16 @@ logger = logging.getLogger("playground")
 NUM_JOINTS = 14
 
 #: Layout of one reference frame.
-FRAME_LAYOUT = ObservationLayout((
+FRAME_LAYOUT = ObservationLayout(
+  (
     ("joint_pos", NUM_JOINTS),
     ("joint_vel", NUM_JOINTS),
     ("foot_contacts", 2),
     ("base_linvel", 3),
     ("base_angvel", 3),
     ("base_height", 1),
-))
+  )
+)
 COMMAND_AXES = ("vx", "vy", "yaw_rate")
 
 
@@ -72,7 +74,7 @@ class ReferenceTable:
     shape = tuple(len(a) for a in self.axes)
     if self.frames.ndim != 5 or self.frames.shape[:3] != shape or self.frames.shape[4] != FRAME_LAYOUT.size:
       raise ReferenceError(
-          f"reference frames have shape {self.frames.shape}, expected {shape} + (n_phase, {FRAME_LAYOUT.size})"
+        f"reference frames have shape {self.frames.shape}, expected {shape} + (n_phase, {FRAME_LAYOUT.size})"
       )
     for name, axis in zip(COMMAND_AXES, self.axes):
       if len(axis) > 1:
@@ -94,17 +96,21 @@ class ReferenceTable:
     """Writes `.npz` (arrays) with JSON metadata; no pickle involved."""
     path = Path(path)
     meta = {
-        "format": "duck-playground reference v1",
-        "period": self.period,
-        "double_support_ratio": self.double_support_ratio,
-        "source": self.source,
-        "frame_layout": FRAME_LAYOUT.to_json(),
-        "command_axes": list(COMMAND_AXES),
+      "format": "duck-playground reference v1",
+      "period": self.period,
+      "double_support_ratio": self.double_support_ratio,
+      "source": self.source,
+      "frame_layout": FRAME_LAYOUT.to_json(),
+      "command_axes": list(COMMAND_AXES),
     }
     with open(path, "wb") as f:
       np.savez_compressed(
-          f, vx=self.axes[0], vy=self.axes[1], yaw_rate=self.axes[2],
-          frames=self.frames.astype(np.float32), meta=np.array(json.dumps(meta)),
+        f,
+        vx=self.axes[0],
+        vy=self.axes[1],
+        yaw_rate=self.axes[2],
+        frames=self.frames.astype(np.float32),
+        meta=np.array(json.dumps(meta)),
       )
     return path
 
@@ -204,9 +210,11 @@ def from_polynomial_entries(entries: Mapping[str, Mapping[str, Any]], source: st
   axes = tuple(np.array(sorted({c[i] for c in commands.values()})) for i in range(3))
   present = {tuple(np.round(c, 3)) for c in commands.values()}
   missing = [
-      f"{x:.3f}_{y:.3f}_{t:.3f}"
-      for x in axes[0] for y in axes[1] for t in axes[2]
-      if (round(x, 3), round(y, 3), round(t, 3)) not in present
+    f"{x:.3f}_{y:.3f}_{t:.3f}"
+    for x in axes[0]
+    for y in axes[1]
+    for t in axes[2]
+    if (round(x, 3), round(y, 3), round(t, 3)) not in present
   ]
   if missing:
     shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
@@ -247,8 +255,8 @@ def from_polynomial_pickle(path: str | Path, allow_pickle: bool) -> ReferenceTab
   """
   if not allow_pickle:
     raise ReferenceError(
-        f"{path} is a pickle, which can run code when loaded; pass --allow_pickle if you trust it "
-        "(it is converted once to a safe .npz)"
+      f"{path} is a pickle, which can run code when loaded; pass --allow_pickle if you trust it "
+      "(it is converted once to a safe .npz)"
     )
   import pickle  # pylint: disable=import-outside-toplevel
 

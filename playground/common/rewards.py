@@ -74,9 +74,7 @@ def base_height(height: jp.ndarray, target: float) -> jp.ndarray:
   return jp.square(height - target)
 
 
-def feet_air_time(
-    air_time: jp.ndarray, first_contact: jp.ndarray, command: jp.ndarray, threshold: float
-) -> jp.ndarray:
+def feet_air_time(air_time: jp.ndarray, first_contact: jp.ndarray, command: jp.ndarray, threshold: float) -> jp.ndarray:
   """Reward for steps: sum over feet of (air_time - threshold) at touch-down.
 
   Args:
@@ -100,13 +98,13 @@ def joint_limits(qpos: jp.ndarray, lower: jp.ndarray, upper: jp.ndarray) -> jp.n
 
 
 def imitation(
-    joint_pos: jp.ndarray,
-    joint_vel: jp.ndarray,
-    foot_contacts: jp.ndarray,
-    local_linvel: jp.ndarray,
-    yaw_rate: jp.ndarray,
-    reference: dict[str, jp.ndarray],
-    sigmas: dict[str, float],
+  joint_pos: jp.ndarray,
+  joint_vel: jp.ndarray,
+  foot_contacts: jp.ndarray,
+  local_linvel: jp.ndarray,
+  yaw_rate: jp.ndarray,
+  reference: dict[str, jp.ndarray],
+  sigmas: dict[str, float],
 ) -> dict[str, jp.ndarray]:
   """Components (each in [0, 1]) of the imitation reward against a reference frame.
 
@@ -125,11 +123,9 @@ def imitation(
   """
   ref_contacts = reference["foot_contacts"] > 0.5
   return {
-      "joint_pos": jp.exp(-jp.sum(jp.square(joint_pos - reference["joint_pos"])) / sigmas["joint_pos"]),
-      "joint_vel": jp.exp(-jp.sum(jp.square(joint_vel - reference["joint_vel"])) / sigmas["joint_vel"]),
-      "foot_contacts": jp.mean((foot_contacts > 0.5) == ref_contacts),
-      "base_linvel": jp.exp(
-          -jp.sum(jp.square(local_linvel[:2] - reference["base_linvel"][:2])) / sigmas["base_linvel"]
-      ),
-      "base_angvel": jp.exp(-jp.square(yaw_rate - reference["base_angvel"][2]) / sigmas["base_angvel"]),
+    "joint_pos": jp.exp(-jp.sum(jp.square(joint_pos - reference["joint_pos"])) / sigmas["joint_pos"]),
+    "joint_vel": jp.exp(-jp.sum(jp.square(joint_vel - reference["joint_vel"])) / sigmas["joint_vel"]),
+    "foot_contacts": jp.mean((foot_contacts > 0.5) == ref_contacts),
+    "base_linvel": jp.exp(-jp.sum(jp.square(local_linvel[:2] - reference["base_linvel"][:2])) / sigmas["base_linvel"]),
+    "base_angvel": jp.exp(-jp.square(yaw_rate - reference["base_angvel"][2]) / sigmas["base_angvel"]),
   }

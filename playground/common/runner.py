@@ -33,6 +33,7 @@ from typing import ClassVar
 
 from ml_collections import config_dict
 
+from playground.common import backend
 from playground.common import config as config_lib
 from playground.common.config import ConfigError
 
@@ -43,8 +44,19 @@ DEFAULT_CACHE_DIR = REPO_ROOT / ".tmp" / "jax_cache"
 RESTORE_MODES = ("all", "model", "except-critic")
 STOP_TIMEOUT_S = 30.0
 _PACKAGES = (
-    "duck-playground", "jax", "jaxlib", "brax", "flax", "optax", "mujoco", "mujoco-mjx",
-    "playground", "orbax-checkpoint", "onnx", "onnxruntime", "warp-lang",
+  "duck-playground",
+  "jax",
+  "jaxlib",
+  "brax",
+  "flax",
+  "optax",
+  "mujoco",
+  "mujoco-mjx",
+  "playground",
+  "orbax-checkpoint",
+  "onnx",
+  "onnxruntime",
+  "warp-lang",
 )
 
 
@@ -178,8 +190,14 @@ class BaseRunner(abc.ABC):
     obs_key = ppo.config.policy_obs_key if isinstance(ppo.obs_shapes, dict) else None
     metadata = export.policy_metadata(type(self), ctx["env_name"], ctx["task"], ctx["env_config"], step, obs_key)
     export.export(
-        Path(directory) / export.POLICY_FILE, ppo.network, normalizer, policy_params, obs_key,
-        ppo.venv.action_size, ppo.config.activation, metadata,
+      Path(directory) / export.POLICY_FILE,
+      ppo.network,
+      normalizer,
+      policy_params,
+      obs_key,
+      ppo.venv.action_size,
+      ppo.config.activation,
+      metadata,
     )
 
   # ---- Configuration.
@@ -197,19 +215,17 @@ class BaseRunner(abc.ABC):
     config_lib.check_choice("--restore_mode", a.restore_mode, RESTORE_MODES)
     if a.restore_mode != "all" and not a.restore_checkpoint_path:
       raise ConfigError(
-          f"--restore_mode {a.restore_mode} needs --restore_checkpoint_path (a checkpoint to take weights from)"
+        f"--restore_mode {a.restore_mode} needs --restore_checkpoint_path (a checkpoint to take weights from)"
       )
     if a.resume and a.overwrite:
       raise ConfigError("--resume and --overwrite exclude each other: pick one")
     if a.resume and a.restore_checkpoint_path:
-      raise ConfigError(
-          "--resume continues this run's own checkpoints; drop --restore_checkpoint_path or --resume"
-      )
+      raise ConfigError("--resume continues this run's own checkpoints; drop --restore_checkpoint_path or --resume")
     env_config = self.default_env_config(a.env)
     preset_env = self.preset_env_overrides(a.env, a.preset)
     if preset_env:
       env_config = config_lib.apply_overrides(
-          env_config, [(k, json.dumps(v) if not isinstance(v, str) else v) for k, v in preset_env.items()]
+        env_config, [(k, json.dumps(v) if not isinstance(v, str) else v) for k, v in preset_env.items()]
       )
     ppo = self.ppo_config(a.env, a.preset)
     for name in ("num_timesteps", "num_envs", "eval_every", "log_every"):
@@ -223,9 +239,7 @@ class BaseRunner(abc.ABC):
       ppo.batch_size = a.num_envs
     env_over, ppo_over = [], []
     for key, raw in config_lib.parse_overrides(a.overrides):
-      (ppo_over if key.startswith("ppo.") else env_over).append(
-          (key.removeprefix("ppo."), raw)
-      )
+      (ppo_over if key.startswith("ppo.") else env_over).append((key.removeprefix("ppo."), raw))
     try:
       env_config = config_lib.apply_overrides(env_config, env_over)
     except ConfigError as e:
@@ -239,10 +253,10 @@ class BaseRunner(abc.ABC):
     except ConfigError as e:
       if "unknown config key" in str(e):
         key = "ppo." + str(e).split("'")[1]
-        raise ConfigError(
-            config_lib.unknown_key_message(key, [f"ppo.{k}" for k in config_lib.flatten(ppo)])
-        ) from None
+        raise ConfigError(config_lib.unknown_key_message(key, [f"ppo.{k}" for k in config_lib.flatten(ppo)])) from None
       raise
+    if "impl" in env_config:
+      backend.validate_impl(env_config.impl)
     if a.checkpoint_every is not None and a.checkpoint_every <= 0:
       raise ConfigError(f"--checkpoint_every must be positive, got {a.checkpoint_every}")
     if a.keep_last is not None and a.keep_last < 0:
@@ -280,8 +294,8 @@ class BaseRunner(abc.ABC):
         raise RunError(f"--resume: {run_dir} holds no complete checkpoint to resume from")
     elif run_dir.exists() and not a.overwrite:
       raise RunError(
-          f"FileExistsError: run directory {run_dir} already exists; pass --resume to continue it "
-          "or --overwrite to delete it and start over"
+        f"FileExistsError: run directory {run_dir} already exists; pass --resume to continue it "
+        "or --overwrite to delete it and start over"
       )
     if a.restore_checkpoint_path:
       try:
@@ -290,8 +304,7 @@ class BaseRunner(abc.ABC):
         raise RunError(str(e)) from None
       if a.overwrite and run_dir.exists() and Path(restore).resolve().is_relative_to(run_dir.resolve()):
         raise RunError(
-            f"--overwrite would delete {run_dir}, which holds the checkpoint to restore; "
-            "choose another --exp_name"
+          f"--overwrite would delete {run_dir}, which holds the checkpoint to restore; choose another --exp_name"
         )
     return run_dir, restore
 
@@ -315,25 +328,25 @@ class BaseRunner(abc.ABC):
     ppo = ctx["ppo"]
     # Every process joins the gather; only process 0 writes.
     tree = {
-        "training_state": distributed.host_local(training_state),
-        "env_state": distributed.gather(ctx["venv"].compact(env_state)),
+      "training_state": distributed.host_local(training_state),
+      "env_state": distributed.gather(ctx["venv"].compact(env_state)),
     }
     self._last_checkpoint_step = int(step)
     if not distributed.is_primary():
       return self.run_dir / checkpointing.step_dir_name(step)
     meta = {
-        "step": int(step),
-        "compat": ctx["compat"],
-        "versions": ctx["versions"],
-        "created": datetime.datetime.now().isoformat(timespec="seconds"),
-        "config_file": "../config.json",
+      "step": int(step),
+      "compat": ctx["compat"],
+      "versions": ctx["versions"],
+      "created": datetime.datetime.now().isoformat(timespec="seconds"),
+      "config_file": "../config.json",
     }
     path = checkpointing.save(
-        self.run_dir,
-        step,
-        tree,
-        meta,
-        extra=lambda d: self.export_policy(d, step, ppo, training_state, ctx),
+      self.run_dir,
+      step,
+      tree,
+      meta,
+      extra=lambda d: self.export_policy(d, step, ppo, training_state, ctx),
     )
     checkpointing.prune(self.run_dir, ctx["keep_last"])
     logger.info("checkpoint %s", path)
@@ -341,35 +354,46 @@ class BaseRunner(abc.ABC):
 
   # ---- Running.
 
-  def compat_fingerprint(self, cfg: ResolvedConfig, ppo, obs_shapes) -> dict[str, Any]:
-    """What a checkpoint must agree on to be restored into this run."""
+  #: Fingerprint keys that only a full resume (or --restore_mode all) must match.
+  RUN_KEYS = ("robot", "env", "task", "num_envs", "gradient_clipping")
+
+  def config_fingerprint(self, cfg: ResolvedConfig) -> dict[str, Any]:
+    """The part of the compatibility fingerprint known before anything is built."""
     p = cfg.ppo_config
     return {
-        "robot": self.robot,
-        "env": self.args.env,
-        "task": self.args.task,
-        "observation_shapes": _jsonable(obs_shapes),
-        "action_size": int(ppo.venv.action_size),
-        "policy_hidden_layer_sizes": list(p.policy_hidden_layer_sizes),
-        "value_hidden_layer_sizes": list(p.value_hidden_layer_sizes),
-        "activation": p.activation,
-        "normalize_observations": bool(p.normalize_observations),
-        "gradient_clipping": bool(p.max_grad_norm),
-        "num_envs": int(p.num_envs),
+      "robot": self.robot,
+      "env": self.args.env,
+      "task": self.args.task,
+      "policy_hidden_layer_sizes": list(p.policy_hidden_layer_sizes),
+      "value_hidden_layer_sizes": list(p.value_hidden_layer_sizes),
+      "activation": p.activation,
+      "normalize_observations": bool(p.normalize_observations),
+      "gradient_clipping": bool(p.max_grad_norm),
+      "num_envs": int(p.num_envs),
+    }
+
+  def compat_fingerprint(self, cfg: ResolvedConfig, ppo, obs_shapes) -> dict[str, Any]:
+    """What a checkpoint must agree on to be restored into this run."""
+    return {
+      **self.config_fingerprint(cfg),
+      "observation_shapes": _jsonable(obs_shapes),
+      "action_size": int(ppo.venv.action_size),
     }
 
   def _check_compat(self, saved: dict[str, Any], current: dict[str, Any], mode: str) -> None:
-    network_keys = (
-        "observation_shapes", "action_size", "policy_hidden_layer_sizes",
-        "value_hidden_layer_sizes", "activation", "normalize_observations",
-    )
-    keys = network_keys + (("robot", "env", "task", "num_envs", "gradient_clipping") if mode == "all" else ())
-    for key in keys:
-      if saved.get(key) != current.get(key):
-        hint = " or use --restore_mode model to take only the weights" if key in ("env", "task", "num_envs") else ""
+    """Raises RunError on the first key that differs (keys absent from `saved` pass)."""
+    for key, value in current.items():
+      if mode != "all" and key in self.RUN_KEYS:
+        continue
+      if key in saved and saved[key] != value:
+        hint = (
+          "; or use --restore_mode model to take only the weights"
+          if key in ("env", "task", "num_envs") and not self.args.resume
+          else ""
+        )
         raise RunError(
-            f"incompatible checkpoint: {key} is {saved.get(key)} in the checkpoint but "
-            f"{current.get(key)} in this run; use the checkpoint's settings{hint}"
+          f"incompatible checkpoint: {key} is {saved[key]} in the checkpoint but {value} "
+          f"in this run; use the checkpoint's value{hint}"
         )
 
   def run(self) -> int:
@@ -400,32 +424,8 @@ class BaseRunner(abc.ABC):
 
   def _check_compat_early(self, saved: dict[str, Any], cfg: ResolvedConfig) -> None:
     """Checks the config-level fingerprint before anything is compiled."""
-    p = cfg.ppo_config
-    current = {
-        "robot": self.robot,
-        "env": self.args.env,
-        "task": self.args.task,
-        "policy_hidden_layer_sizes": list(p.policy_hidden_layer_sizes),
-        "value_hidden_layer_sizes": list(p.value_hidden_layer_sizes),
-        "activation": p.activation,
-        "normalize_observations": bool(p.normalize_observations),
-        "gradient_clipping": bool(p.max_grad_norm),
-        "num_envs": int(p.num_envs),
-    }
     mode = "all" if self.args.resume else self.args.restore_mode
-    for key, value in current.items():
-      if mode != "all" and key in ("robot", "env", "task", "num_envs", "gradient_clipping"):
-        continue
-      if key in saved and saved[key] != value:
-        hint = (
-            "; use --restore_mode model to take only the weights"
-            if key in ("env", "task", "num_envs") and not self.args.resume
-            else ""
-        )
-        raise RunError(
-            f"incompatible checkpoint: {key} is {saved[key]} in the checkpoint but {value} "
-            f"in this run (pass the checkpoint's value{hint})"
-        )
+    self._check_compat(saved, self.config_fingerprint(cfg), mode)
 
   def build(self, cfg: ResolvedConfig) -> Session:
     """Builds the environments, the PPO learner and the evaluator (no compilation)."""
@@ -437,7 +437,7 @@ class BaseRunner(abc.ABC):
     env = self.make_env(a.env, a.task, cfg.env_config)
     episode_length = int(cfg.env_config.episode_length) if "episode_length" in cfg.env_config else 1000
     venv = training_env.VecEnv(
-        env, episode_length, self.make_randomizer(env, cfg.env_config), randomization_seed=a.seed
+      env, episode_length, self.make_randomizer(env, cfg.env_config), randomization_seed=a.seed
     )
     try:
       ppo = ppo_lib.PPO(venv, p)
@@ -445,8 +445,10 @@ class BaseRunner(abc.ABC):
       raise RunError(str(e)) from None
     eval_env = self.make_eval_env(a.env, a.task, cfg.env_config)
     eval_venv = training_env.VecEnv(
-        eval_env, episode_length, self.make_randomizer(eval_env, cfg.env_config),
-        randomization_seed=a.seed + 1_000_003,
+      eval_env,
+      episode_length,
+      self.make_randomizer(eval_env, cfg.env_config),
+      randomization_seed=a.seed + 1_000_003,
     )
     evaluator = evaluation.Evaluator(eval_venv, ppo.make_policy, p.num_eval_envs, seed=a.seed + 17)
     compat = self.compat_fingerprint(cfg, ppo, ppo.obs_shapes)
@@ -488,20 +490,36 @@ class BaseRunner(abc.ABC):
         shutil.rmtree(run_dir)
       run_dir.mkdir(parents=True, exist_ok=True)
       checkpointing.cleanup_incomplete(run_dir)
-      write_config(run_dir, self, cfg, versions, restore_dir)
+      write_config(run_dir, self, cfg, versions, restore_dir, env)
     keep_last = a.keep_last if a.keep_last is not None else int(p.get("keep_last", 5))
     checkpoint_every = a.checkpoint_every or int(p.get("checkpoint_every", p.num_timesteps))
     total = int(p.num_timesteps)
     self._last_checkpoint_step = start_step if a.resume else None
     self.reporter = progress.ProgressReporter(run_dir if primary else None, total, start_step)
     ctx = dict(
-        ppo=ppo, venv=venv, compat=compat, versions=versions, keep_last=keep_last,
-        env_config=cfg.env_config, env=env, env_name=a.env, task=a.task,
+      ppo=ppo,
+      venv=venv,
+      compat=compat,
+      versions=versions,
+      keep_last=keep_last,
+      env_config=cfg.env_config,
+      env=env,
+      env_name=a.env,
+      task=a.task,
     )
     logger.info(
-        "run %s: %s/%s on %d %s device(s) in %d process(es), %d envs, %s steps (%d per iteration), start at %s",
-        run_dir, a.env, a.task, len(ppo.devices), jax.devices()[0].platform, jax.process_count(), p.num_envs,
-        f"{total:,}", ppo.env_steps_per_iteration, f"{start_step:,}",
+      "run %s: %s/%s (MJX %s) on %d %s device(s) in %d process(es), %d envs, %s steps (%d per iteration), start at %s",
+      run_dir,
+      a.env,
+      a.task,
+      getattr(env, "impl", "jax"),
+      len(ppo.devices),
+      jax.devices()[0].platform,
+      jax.process_count(),
+      p.num_envs,
+      f"{total:,}",
+      ppo.env_steps_per_iteration,
+      f"{start_step:,}",
     )
     if start_step >= total:
       logger.info("nothing to do: the checkpoint is at step %s >= --num_timesteps %s", f"{start_step:,}", f"{total:,}")
@@ -512,9 +530,7 @@ class BaseRunner(abc.ABC):
 
     def worker():
       try:
-        result["status"] = self._loop(
-            ppo, evaluator, ts, env_state, start_step, total, checkpoint_every, ctx, np
-        )
+        result["status"] = self._loop(ppo, evaluator, ts, env_state, start_step, total, checkpoint_every, ctx, np)
       except BaseException as e:  # pylint: disable=broad-except
         result["error"] = e
 
@@ -528,8 +544,9 @@ class BaseRunner(abc.ABC):
         thread.join(0.2)
         if self._stop_requested_at is not None and time.monotonic() - self._stop_requested_at > STOP_TIMEOUT_S:
           logger.error(
-              "could not finish the current step and save within %.0f s; exiting without a new "
-              "checkpoint (the last complete one is kept)", STOP_TIMEOUT_S,
+            "could not finish the current step and save within %.0f s; exiting without a new "
+            "checkpoint (the last complete one is kept)",
+            STOP_TIMEOUT_S,
           )
           self.reporter.close()
           os._exit(1)  # pylint: disable=protected-access
@@ -541,8 +558,9 @@ class BaseRunner(abc.ABC):
       raise result["error"]
     if result.get("status") == "interrupted":
       logger.info(
-          "interrupted: saved checkpoint at step %s. Resume with: %s",
-          f"{self._last_checkpoint_step:,}", resume_command(self.args, run_dir),
+        "interrupted: saved checkpoint at step %s. Resume with: %s",
+        f"{self._last_checkpoint_step:,}",
+        resume_command(self.args, run_dir),
       )
     return 0
 
@@ -552,8 +570,8 @@ class BaseRunner(abc.ABC):
       logger.warning("second signal: exiting immediately without saving")
       os._exit(130)  # pylint: disable=protected-access
     logger.warning(
-        "%s received: finishing the current step and saving a checkpoint (press Ctrl-C again to "
-        "exit without saving)", signal.Signals(signum).name,
+      "%s received: finishing the current step and saving a checkpoint (press Ctrl-C again to exit without saving)",
+      signal.Signals(signum).name,
     )
     self._stop_requested_at = time.monotonic()
     self._stop.set()
@@ -578,26 +596,27 @@ class BaseRunner(abc.ABC):
     if mode == "all":
       full = venv.expand(tree["env_state"], placeholder)
       me, count = jax.process_index(), jax.process_count()
-      local = jax.tree_util.tree_map(
-          lambda x: x[x.shape[0] * me // count : x.shape[0] * (me + 1) // count], full
-      )
+      local = jax.tree_util.tree_map(lambda x: x[x.shape[0] * me // count : x.shape[0] * (me + 1) // count], full)
       step = int(saved_ts.env_steps)
       logger.info("resumed everything from %s at step %s", restore_dir, f"{step:,}")
       return (
-          distributed.to_global(saved_ts, ppo.replicated),
-          distributed.to_global(local, ppo.sharded),
-          step,
+        distributed.to_global(saved_ts, ppo.replicated),
+        distributed.to_global(local, ppo.sharded),
+        step,
       )
     params = local_ts.params.replace(policy=saved_ts.params.policy)
     if mode == "model":
       params = params.replace(value=saved_ts.params.value)
     ts = local_ts.replace(
-        params=params,
-        normalizer_params=saved_ts.normalizer_params,
-        optimizer_state=ppo.optimizer.init(params),
+      params=params,
+      normalizer_params=saved_ts.normalizer_params,
+      optimizer_state=ppo.optimizer.init(params),
     )
-    logger.info("restored %s weights and normalizer from %s; step counter starts at 0",
-                "policy+value" if mode == "model" else "policy", restore_dir)
+    logger.info(
+      "restored %s weights and normalizer from %s; step counter starts at 0",
+      "policy+value" if mode == "model" else "policy",
+      restore_dir,
+    )
     return distributed.to_global(ts, ppo.replicated), ppo.init_env_state(), 0
 
   def _loop(self, ppo, evaluator, ts, env_state, start_step, total, checkpoint_every, ctx, np):
@@ -628,8 +647,8 @@ class BaseRunner(abc.ABC):
       finite = bool(distributed.host_local(metrics["train/finite"]))
       if not finite:
         raise NonFiniteError(
-            f"training diverged at step {step:,}: the loss or the parameters are NaN/inf; "
-            f"the last good checkpoint is kept (step {self._last_checkpoint_step})"
+          f"training diverged at step {step:,}: the loss or the parameters are NaN/inf; "
+          f"the last good checkpoint is kept (step {self._last_checkpoint_step})"
         )
       pending.append(metrics)
       if step >= next_log or step >= total:
@@ -672,8 +691,8 @@ class BaseRunner(abc.ABC):
   @classmethod
   def parser(cls) -> argparse.ArgumentParser:
     parser = _OneLineParser(
-        prog=f"{cls.robot} runner",
-        description=f"Train a PPO policy for {cls.robot} in MuJoCo MJX.",
+      prog=f"{cls.robot} runner",
+      description=f"Train a PPO policy for {cls.robot} in MuJoCo MJX.",
     )
     parser.add_argument("--env", default=cls.default_env, help="environment name")
     parser.add_argument("--task", default=cls.default_task, help="task / scene variant")
@@ -683,8 +702,14 @@ class BaseRunner(abc.ABC):
     parser.add_argument("--output_dir", default="checkpoints", help="parent of run directories")
     parser.add_argument("--exp_name", help="run directory name (default: robot_env_task_timestamp)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="config override, e.g. reward_config.scales.alive=10 or ppo.learning_rate=1e-4")
+    parser.add_argument(
+      "--set",
+      dest="overrides",
+      action="append",
+      default=[],
+      metavar="KEY=VALUE",
+      help="config override, e.g. reward_config.scales.alive=10 or ppo.learning_rate=1e-4",
+    )
     parser.add_argument("--resume", action="store_true", help="continue the latest checkpoint of --exp_name")
     parser.add_argument("--overwrite", action="store_true", help="delete an existing run directory first")
     parser.add_argument("--restore_checkpoint_path", help="checkpoint step directory or run directory to start from")
@@ -741,9 +766,7 @@ class _OneLineParser(argparse.ArgumentParser):
 
   def error(self, message):
     if "unrecognized arguments" in message:
-      flags = sorted(
-          opt for action in self._actions for opt in action.option_strings if opt.startswith("--")
-      )
+      flags = sorted(opt for action in self._actions for opt in action.option_strings if opt.startswith("--"))
       bad = message.split(":", 1)[1].strip().split()[0]
       message = f"unrecognized flag {bad}{config_lib.suggest(bad, flags)}; valid flags: {', '.join(flags)}"
     raise _UsageError(message)
@@ -785,8 +808,10 @@ def _jsonable(value: Any) -> Any:
 def setup_logging() -> None:
   if not logging.getLogger().handlers:
     logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S",
-        stream=sys.stderr,
+      level=logging.INFO,
+      format="%(asctime)s %(levelname)s %(message)s",
+      datefmt="%H:%M:%S",
+      stream=sys.stderr,
     )
   for noisy in ("absl", "jax._src", "orbax", "etils"):
     logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -816,36 +841,45 @@ def package_versions() -> dict[str, str]:
 
 def git_commit() -> str | None:
   try:
-    out = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5
-    )
+    out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
     return out.stdout.strip() or None if out.returncode == 0 else None
   except (OSError, subprocess.SubprocessError):
     return None
 
 
-def write_config(run_dir: Path, runner: BaseRunner, cfg: ResolvedConfig, versions, restore_dir) -> None:
+def write_config(run_dir: Path, runner: BaseRunner, cfg: ResolvedConfig, versions, restore_dir, env=None) -> None:
   """Writes the run's effective configuration to `config.json`."""
+  import jax  # pylint: disable=import-outside-toplevel
+
   payload = {
-      "robot": runner.robot,
-      "env": runner.args.env,
-      "task": runner.args.task,
-      "preset": runner.args.preset,
-      "env_config": cfg.env_config.to_dict(),
-      "ppo_config": cfg.ppo_config.to_dict(),
-      "flags": dataclasses.asdict(runner.args),
-      "versions": versions,
-      "git_commit": git_commit(),
-      "restored_from": str(restore_dir) if restore_dir else None,
-      "written": datetime.datetime.now().isoformat(timespec="seconds"),
+    "robot": runner.robot,
+    "env": runner.args.env,
+    "task": runner.args.task,
+    "preset": runner.args.preset,
+    "env_config": cfg.env_config.to_dict(),
+    "ppo_config": cfg.ppo_config.to_dict(),
+    "flags": dataclasses.asdict(runner.args),
+    "versions": versions,
+    "physics_impl": getattr(env, "impl", None),
+    "platform": jax.default_backend(),
+    "git_commit": git_commit(),
+    "restored_from": str(restore_dir) if restore_dir else None,
+    "written": datetime.datetime.now().isoformat(timespec="seconds"),
   }
   (run_dir / "config.json").write_text(json.dumps(_jsonable(payload), indent=2, default=str))
 
 
 def resume_command(args: RunArgs, run_dir: Path) -> str:
   script = " ".join(sys.argv[:1]) if sys.argv and sys.argv[0].endswith(".py") else "runner.py"
-  parts = [f"uv run {script}", f"--env {args.env}", f"--task {args.task}", f"--preset {args.preset}",
-           f"--output_dir {run_dir.parent}", f"--exp_name {run_dir.name}", "--resume"]
+  parts = [
+    f"uv run {script}",
+    f"--env {args.env}",
+    f"--task {args.task}",
+    f"--preset {args.preset}",
+    f"--output_dir {run_dir.parent}",
+    f"--exp_name {run_dir.name}",
+    "--resume",
+  ]
   if args.num_timesteps:
     parts.append(f"--num_timesteps {args.num_timesteps}")
   if args.num_envs:

@@ -37,8 +37,18 @@ RandomizationFn = Callable[[mjx.Model, jax.Array], tuple[mjx.Model, Any]]
 #: The `mjx.Data` fields of MuJoCo's integration state (mjSTATE_INTEGRATION):
 #: everything the next physics step reads. All other fields are recomputed.
 INTEGRATION_FIELDS = (
-    "time", "qpos", "qvel", "act", "qacc_warmstart", "ctrl", "qfrc_applied", "xfrc_applied",
-    "eq_active", "mocap_pos", "mocap_quat", "userdata",
+  "time",
+  "qpos",
+  "qvel",
+  "act",
+  "qacc_warmstart",
+  "ctrl",
+  "qfrc_applied",
+  "xfrc_applied",
+  "eq_active",
+  "mocap_pos",
+  "mocap_quat",
+  "userdata",
 )
 
 
@@ -93,11 +103,11 @@ class VecEnv:
   """
 
   def __init__(
-      self,
-      env: MjxEnv,
-      episode_length: int,
-      randomization_fn: RandomizationFn | None = None,
-      randomization_seed: int = 0,
+    self,
+    env: MjxEnv,
+    episode_length: int,
+    randomization_fn: RandomizationFn | None = None,
+    randomization_seed: int = 0,
   ):
     self.env = env
     self.episode_length = int(episode_length)
@@ -149,11 +159,11 @@ class VecEnv:
     state = self._vmap(lambda env, k: env.reset(k), models)(keys)
     n = keys.shape[0]
     return EnvState(
-        env=state,
-        steps=jp.zeros(n, dtype=jp.int32),
-        episode_return=jp.zeros(n),
-        episode_metrics=jax.tree_util.tree_map(jp.zeros_like, state.metrics),
-        initialized=jp.ones(n, dtype=bool),
+      env=state,
+      steps=jp.zeros(n, dtype=jp.int32),
+      episode_return=jp.zeros(n),
+      episode_metrics=jax.tree_util.tree_map(jp.zeros_like, state.metrics),
+      initialized=jp.ones(n, dtype=bool),
     )
 
   def placeholder(self, num_envs: int) -> EnvState:
@@ -163,8 +173,8 @@ class VecEnv:
     so the initial reset costs no separate compilation.
     """
     shapes = jax.eval_shape(
-        lambda k: self.reset(k, self.models(jp.arange(num_envs))),
-        jax.random.split(jax.random.PRNGKey(0), num_envs),
+      lambda k: self.reset(k, self.models(jp.arange(num_envs))),
+      jax.random.split(jax.random.PRNGKey(0), num_envs),
     )
     state = jax.tree_util.tree_map(lambda s: jp.zeros(s.shape, s.dtype), shapes)
     return state.replace(initialized=jp.zeros(num_envs, dtype=bool))
@@ -176,9 +186,7 @@ class VecEnv:
 
     return jax.tree_util.tree_map(lambda new, old: _select(~ready, new, old), reset_state, state)
 
-  def step(
-      self, state: EnvState, action: jax.Array, models, reset_state: EnvState
-  ) -> tuple[EnvState, StepResult]:
+  def step(self, state: EnvState, action: jax.Array, models, reset_state: EnvState) -> tuple[EnvState, StepResult]:
     """One step of every env; finished envs continue from `reset_state`."""
     env_state = state.env
     nstate = self._vmap(lambda env, s, a: env.step(s, a), models)(env_state, action)
@@ -191,27 +199,27 @@ class VecEnv:
 
     select = lambda reset_value, value: _select(done, reset_value, value)  # noqa: E731
     next_env = nstate.replace(
-        data=jax.tree_util.tree_map(select, reset_state.env.data, nstate.data),
-        obs=jax.tree_util.tree_map(select, reset_state.env.obs, nstate.obs),
-        info=jax.tree_util.tree_map(select, reset_state.env.info, nstate.info),
-        done=done.astype(jp.float32),
+      data=jax.tree_util.tree_map(select, reset_state.env.data, nstate.data),
+      obs=jax.tree_util.tree_map(select, reset_state.env.obs, nstate.obs),
+      info=jax.tree_util.tree_map(select, reset_state.env.info, nstate.info),
+      done=done.astype(jp.float32),
     )
     new_state = EnvState(
-        env=next_env,
-        steps=jp.where(done, 0, steps),
-        episode_return=jp.where(done, 0.0, episode_return),
-        episode_metrics=jax.tree_util.tree_map(lambda x: jp.where(done, 0.0, x), episode_metrics),
-        initialized=state.initialized,
+      env=next_env,
+      steps=jp.where(done, 0, steps),
+      episode_return=jp.where(done, 0.0, episode_return),
+      episode_metrics=jax.tree_util.tree_map(lambda x: jp.where(done, 0.0, x), episode_metrics),
+      initialized=state.initialized,
     )
     result = StepResult(
-        obs=env_state.obs,
-        reward=nstate.reward,
-        done=done.astype(jp.float32),
-        truncation=truncation.astype(jp.float32),
-        next_obs=next_env.obs,
-        finished_return=episode_return,
-        finished_length=steps,
-        finished_metrics=episode_metrics,
+      obs=env_state.obs,
+      reward=nstate.reward,
+      done=done.astype(jp.float32),
+      truncation=truncation.astype(jp.float32),
+      next_obs=next_env.obs,
+      finished_return=episode_return,
+      finished_length=steps,
+      finished_metrics=episode_metrics,
     )
     return new_state, result
 
@@ -221,9 +229,9 @@ class VecEnv:
     """Checkpoint form: `data` reduced to MuJoCo's integration state."""
     data = state.env.data
     physics = {
-        name: getattr(data, name)
-        for name in INTEGRATION_FIELDS
-        if hasattr(data, name) and getattr(data, name).size > 0  # Orbax rejects empty arrays
+      name: getattr(data, name)
+      for name in INTEGRATION_FIELDS
+      if hasattr(data, name) and getattr(data, name).size > 0  # Orbax rejects empty arrays
     }
     return state.replace(env=state.env.replace(data=physics))
 

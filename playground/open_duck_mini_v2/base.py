@@ -26,6 +26,7 @@ from mujoco import mjx
 from mujoco_playground import MjxEnv
 from mujoco_playground import State
 
+from playground.common import backend
 from playground.common import config as config_lib
 from playground.common import mjcf
 from playground.common import randomize
@@ -45,11 +46,11 @@ def load_spec(task: str, terrain_seed: int = consts.TERRAIN_SEED) -> mujoco.MjSp
     hfield.userdata = mjcf.procedural_heightfield(hfield.nrow, hfield.ncol, terrain_seed).ravel()
   if task.endswith("_backlash"):
     mjcf.add_backlash(
-        spec,
-        consts.JOINT_NAMES,
-        half_range=consts.BACKLASH_HALF_RANGE,
-        damping=consts.BACKLASH_DAMPING,
-        armature=consts.BACKLASH_ARMATURE,
+      spec,
+      consts.JOINT_NAMES,
+      half_range=consts.BACKLASH_HALF_RANGE,
+      damping=consts.BACKLASH_DAMPING,
+      armature=consts.BACKLASH_ARMATURE,
     )
   return spec
 
@@ -89,39 +90,37 @@ class RobotIndices:
     if actuators != list(range(len(consts.ACTUATOR_NAMES))):
       raise ValueError("actuators must be declared in constants.ACTUATOR_NAMES order")
     joints = [find(mujoco.mjtObj.mjOBJ_JOINT, n) for n in consts.JOINT_NAMES]
-    backlash = [
-        mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, f"{n}_backlash") for n in consts.JOINT_NAMES
-    ]
+    backlash = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, f"{n}_backlash") for n in consts.JOINT_NAMES]
     backlash = [j for j in backlash if j >= 0]
     key = find(mujoco.mjtObj.mjOBJ_KEY, consts.HOME_KEYFRAME)
     sensors = {}
     for name in (
-        consts.GYRO_SENSOR,
-        consts.ACCELEROMETER_SENSOR,
-        consts.LOCAL_LINVEL_SENSOR,
-        consts.GLOBAL_LINVEL_SENSOR,
-        consts.GLOBAL_ANGVEL_SENSOR,
-        *consts.FEET_POS_SENSORS,
-        *consts.FEET_LINVEL_SENSORS,
-        *consts.FEET_CONTACT_SENSORS,
+      consts.GYRO_SENSOR,
+      consts.ACCELEROMETER_SENSOR,
+      consts.LOCAL_LINVEL_SENSOR,
+      consts.GLOBAL_LINVEL_SENSOR,
+      consts.GLOBAL_ANGVEL_SENSOR,
+      *consts.FEET_POS_SENSORS,
+      *consts.FEET_LINVEL_SENSORS,
+      *consts.FEET_CONTACT_SENSORS,
     ):
       s = find(mujoco.mjtObj.mjOBJ_SENSOR, name)
       sensors[name] = (int(m.sensor_adr[s]), int(m.sensor_dim[s]))
     act_qpos = m.jnt_qposadr[joints]
     return cls(
-        act_qpos=act_qpos,
-        act_dof=m.jnt_dofadr[joints],
-        backlash_qpos=m.jnt_qposadr[backlash].astype(int),
-        backlash_dof=m.jnt_dofadr[backlash].astype(int),
-        head_act=np.array([consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]),
-        imu_site=find(mujoco.mjtObj.mjOBJ_SITE, consts.IMU_SITE),
-        root_body=find(mujoco.mjtObj.mjOBJ_BODY, consts.ROOT_BODY),
-        home_qpos=np.array(m.key_qpos[key]),
-        home_ctrl=np.array(m.key_ctrl[key]),
-        ctrl_lower=np.array(m.actuator_ctrlrange[:, 0]),
-        ctrl_upper=np.array(m.actuator_ctrlrange[:, 1]),
-        qpos0_nominal=np.array(m.qpos0[act_qpos]),
-        sensors=sensors,
+      act_qpos=act_qpos,
+      act_dof=m.jnt_dofadr[joints],
+      backlash_qpos=m.jnt_qposadr[backlash].astype(int),
+      backlash_dof=m.jnt_dofadr[backlash].astype(int),
+      head_act=np.array([consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]),
+      imu_site=find(mujoco.mjtObj.mjOBJ_SITE, consts.IMU_SITE),
+      root_body=find(mujoco.mjtObj.mjOBJ_BODY, consts.ROOT_BODY),
+      home_qpos=np.array(m.key_qpos[key]),
+      home_ctrl=np.array(m.key_ctrl[key]),
+      ctrl_lower=np.array(m.actuator_ctrlrange[:, 0]),
+      ctrl_upper=np.array(m.actuator_ctrlrange[:, 1]),
+      qpos0_nominal=np.array(m.qpos0[act_qpos]),
+      sensors=sensors,
     )
 
   def sensor(self, data: Any, name: str) -> jax.Array:
@@ -160,12 +159,12 @@ class DataView:
   @classmethod
   def from_mjdata(cls, data: mujoco.MjData) -> DataView:
     return cls(
-        qpos=np.array(data.qpos, np.float32),
-        qvel=np.array(data.qvel, np.float32),
-        sensordata=np.array(data.sensordata, np.float32),
-        site_xmat=np.array(data.site_xmat, np.float32).reshape(-1, 3, 3),
-        xpos=np.array(data.xpos, np.float32),
-        actuator_force=np.array(data.actuator_force, np.float32),
+      qpos=np.array(data.qpos, np.float32),
+      qvel=np.array(data.qvel, np.float32),
+      sensordata=np.array(data.sensordata, np.float32),
+      site_xmat=np.array(data.site_xmat, np.float32).reshape(-1, 3, 3),
+      xpos=np.array(data.xpos, np.float32),
+      actuator_force=np.array(data.actuator_force, np.float32),
     )
 
 
@@ -184,33 +183,33 @@ def read(ids: RobotIndices, model: Any, data: Any) -> obs_lib.Readings:
   feet_pos = jp.stack([ids.sensor(data, n) for n in consts.FEET_POS_SENSORS])
   base_pos = jp.asarray(data.xpos)[ids.root_body]
   return obs_lib.Readings(
-      gyro=jp.asarray(ids.sensor(data, consts.GYRO_SENSOR)),
-      accelerometer=jp.asarray(ids.sensor(data, consts.ACCELEROMETER_SENSOR)),
-      gravity=imu_rot.T @ jp.array([0.0, 0.0, -1.0]),
-      local_linvel=jp.asarray(ids.sensor(data, consts.LOCAL_LINVEL_SENSOR)),
-      global_linvel=jp.asarray(ids.sensor(data, consts.GLOBAL_LINVEL_SENSOR)),
-      global_angvel=jp.asarray(ids.sensor(data, consts.GLOBAL_ANGVEL_SENSOR)),
-      joint_pos=q[ids.act_qpos] - offsets - ids.home_ctrl,
-      joint_vel=jp.asarray(data.qvel)[ids.act_dof],
-      actuator_force=jp.asarray(data.actuator_force),
-      feet_contacts=jp.concatenate(
-          [ids.sensor(data, n) for n in consts.FEET_CONTACT_SENSORS]
-      ).astype(jp.float32).clip(0.0, 1.0),
-      feet_pos=feet_pos,
-      feet_vel=jp.concatenate([ids.sensor(data, n) for n in consts.FEET_LINVEL_SENSORS]),
-      base_pos=base_pos,
-      base_height=jp.reshape(base_pos[2] - jp.min(feet_pos[:, 2]), (1,)),
+    gyro=jp.asarray(ids.sensor(data, consts.GYRO_SENSOR)),
+    accelerometer=jp.asarray(ids.sensor(data, consts.ACCELEROMETER_SENSOR)),
+    gravity=imu_rot.T @ jp.array([0.0, 0.0, -1.0]),
+    local_linvel=jp.asarray(ids.sensor(data, consts.LOCAL_LINVEL_SENSOR)),
+    global_linvel=jp.asarray(ids.sensor(data, consts.GLOBAL_LINVEL_SENSOR)),
+    global_angvel=jp.asarray(ids.sensor(data, consts.GLOBAL_ANGVEL_SENSOR)),
+    joint_pos=q[ids.act_qpos] - offsets - ids.home_ctrl,
+    joint_vel=jp.asarray(data.qvel)[ids.act_dof],
+    actuator_force=jp.asarray(data.actuator_force),
+    feet_contacts=jp.concatenate([ids.sensor(data, n) for n in consts.FEET_CONTACT_SENSORS])
+    .astype(jp.float32)
+    .clip(0.0, 1.0),
+    feet_pos=feet_pos,
+    feet_vel=jp.concatenate([ids.sensor(data, n) for n in consts.FEET_LINVEL_SENSORS]),
+    base_pos=base_pos,
+    base_height=jp.reshape(base_pos[2] - jp.min(feet_pos[:, 2]), (1,)),
   )
 
 
 def motor_targets(
-    ids: RobotIndices,
-    action: jax.Array,
-    command: jax.Array,
-    previous_targets: jax.Array,
-    action_scale: float,
-    max_motor_velocity: float,
-    ctrl_dt: float,
+  ids: RobotIndices,
+  action: jax.Array,
+  command: jax.Array,
+  previous_targets: jax.Array,
+  action_scale: float,
+  max_motor_velocity: float,
+  ctrl_dt: float,
 ) -> jax.Array:
   """Servo targets: home + scale * action (+ head command), speed-limited.
 
@@ -228,47 +227,47 @@ def motor_targets(
 def base_config() -> config_dict.ConfigDict:
   """Settings shared by all Open Duck Mini V2 tasks."""
   return config_dict.ConfigDict(
-      dict(
-          ctrl_dt=0.02,
-          sim_dt=0.002,
-          episode_length=1000,
-          impl="jax",
-          naconmax=8 * 8192,  # warp only: contact buffer for the whole batch
-          njmax=96,  # warp only: constraint rows per env
-          action_scale=0.25,
-          max_motor_velocity=5.24,  # rad/s, STS3215 at 7.4 V
-          gait_frequency=1.0 / 0.54,  # Hz, advances the phase observation
-          reset=dict(
-              xy_range=0.5,  # m, +-U spawn position
-              joint_noise=0.05,  # rad, +-U around the home pose
-              base_vel_noise=0.05,  # m/s and rad/s, +-U
-          ),
-          noise_config=dict(
-              level=1.0,
-              scales=dict(
-                  gyro=0.1,
-                  accelerometer=0.05,
-                  joint_pos_legs=0.01,
-                  joint_pos_head=0.02,
-                  joint_vel_legs=1.0,
-                  joint_vel_head=1.0,
-              ),
-          ),
-          delay=dict(
-              action_steps=(0, 1),  # min, max control steps of action delay (<= 3)
-              imu_steps=(0, 1),  # min, max control steps of IMU delay (<= 3)
-          ),
-          push_config=dict(
-              enable=True,
-              interval_range=(5.0, 10.0),  # s between pushes
-              magnitude_range=(0.05, 0.3),  # m/s velocity kick of the base
-          ),
-          termination=dict(
-              min_base_height=0.08,  # m of trunk above the lowest foot
-              min_up_z=0.5,  # trunk z axis must stay within 60 deg of vertical
-          ),
-          domain_randomization=randomize.default_config(),
-      )
+    dict(
+      ctrl_dt=0.02,
+      sim_dt=0.002,
+      episode_length=1000,
+      impl="auto",  # auto | jax | warp (auto: warp on NVIDIA GPUs, jax elsewhere)
+      naconmax=8 * 8192,  # warp only: contact buffer for the whole batch
+      njmax=96,  # warp only: constraint rows per env
+      action_scale=0.25,
+      max_motor_velocity=5.24,  # rad/s, STS3215 at 7.4 V
+      gait_frequency=1.0 / 0.54,  # Hz, advances the phase observation
+      reset=dict(
+        xy_range=0.5,  # m, +-U spawn position
+        joint_noise=0.05,  # rad, +-U around the home pose
+        base_vel_noise=0.05,  # m/s and rad/s, +-U
+      ),
+      noise_config=dict(
+        level=1.0,
+        scales=dict(
+          gyro=0.1,
+          accelerometer=0.05,
+          joint_pos_legs=0.01,
+          joint_pos_head=0.02,
+          joint_vel_legs=1.0,
+          joint_vel_head=1.0,
+        ),
+      ),
+      delay=dict(
+        action_steps=(0, 1),  # min, max control steps of action delay (<= 3)
+        imu_steps=(0, 1),  # min, max control steps of IMU delay (<= 3)
+      ),
+      push_config=dict(
+        enable=True,
+        interval_range=(5.0, 10.0),  # s between pushes
+        magnitude_range=(0.05, 0.3),  # m/s velocity kick of the base
+      ),
+      termination=dict(
+        min_base_height=0.08,  # m of trunk above the lowest foot
+        min_up_z=0.5,  # trunk z axis must stay within 60 deg of vertical
+      ),
+      domain_randomization=randomize.default_config(),
+    )
   )
 
 
@@ -280,10 +279,10 @@ class OpenDuckMiniV2Env(MjxEnv):
   """
 
   def __init__(
-      self,
-      task: str = "flat_terrain",
-      config: config_dict.ConfigDict | None = None,
-      config_overrides: Mapping[str, Any] | None = None,
+    self,
+    task: str = "flat_terrain",
+    config: config_dict.ConfigDict | None = None,
+    config_overrides: Mapping[str, Any] | None = None,
   ):
     config = config if config is not None else self.default_config()
     if config_overrides:
@@ -292,9 +291,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     for name in ("action_steps", "imu_steps"):
       lo, hi = config.delay[name]
       if not 0 <= lo <= hi <= MAX_DELAY_STEPS:
-        raise config_lib.ConfigError(
-            f"delay.{name} must satisfy 0 <= min <= max <= {MAX_DELAY_STEPS}, got {(lo, hi)}"
-        )
+        raise config_lib.ConfigError(f"delay.{name} must satisfy 0 <= min <= max <= {MAX_DELAY_STEPS}, got {(lo, hi)}")
     super().__init__(config)
     self._task = task
     self._mj_model = load_model(task)
@@ -302,7 +299,8 @@ class OpenDuckMiniV2Env(MjxEnv):
     # This process's own device: MJX would default to jax.devices()[0], which
     # belongs to process 0 in a multi-host run.
     self._device = jax.local_devices()[0]
-    self._mjx_model = quiet_warp(mjx.put_model(self._mj_model, impl=self._config.impl, device=self._device))
+    self._impl = backend.resolve_impl(self._config.impl)
+    self._mjx_model = quiet_warp(mjx.put_model(self._mj_model, impl=self._impl, device=self._device))
     self._ids = RobotIndices.from_model(self._mj_model)
     self._xml_path = str(consts.XML_DIR / f"scene_{task.removesuffix('_backlash')}.xml")
 
@@ -345,6 +343,11 @@ class OpenDuckMiniV2Env(MjxEnv):
   def task(self) -> str:
     return self._task
 
+  @property
+  def impl(self) -> str:
+    """The MJX implementation this env runs on ("jax" or "warp"; `auto` resolved)."""
+    return self._impl
+
   # ---- Task hooks.
 
   def sample_command(self, rng: jax.Array) -> jax.Array:
@@ -352,16 +355,16 @@ class OpenDuckMiniV2Env(MjxEnv):
     raise NotImplementedError
 
   def compute_rewards(
-      self,
-      readings: obs_lib.Readings,
-      *,
-      command: jax.Array,
-      action: jax.Array,
-      last_action: jax.Array,
-      air_time: jax.Array,
-      first_contact: jax.Array,
-      terminated: jax.Array,
-      phase: jax.Array,
+    self,
+    readings: obs_lib.Readings,
+    *,
+    command: jax.Array,
+    action: jax.Array,
+    last_action: jax.Array,
+    air_time: jax.Array,
+    first_contact: jax.Array,
+    terminated: jax.Array,
+    phase: jax.Array,
   ) -> dict[str, jax.Array]:
     """Unweighted reward terms, for the terms with a non-zero scale only.
 
@@ -381,11 +384,11 @@ class OpenDuckMiniV2Env(MjxEnv):
 
   def make_data(self, qpos: jax.Array, qvel: jax.Array, ctrl: jax.Array) -> mjx.Data:
     data = mjx.make_data(
-        self._mj_model,
-        impl=self._config.impl,
-        naconmax=self._config.naconmax,
-        njmax=self._config.njmax,
-        device=self._device,
+      self._mj_model,
+      impl=self._impl,
+      naconmax=self._config.naconmax,
+      njmax=self._config.njmax,
+      device=self._device,
     )
     return data.replace(qpos=qpos, qvel=qvel, ctrl=ctrl)
 
@@ -395,27 +398,23 @@ class OpenDuckMiniV2Env(MjxEnv):
     rng, k_cmd, k_adelay, k_idelay, k_push, k_timer = jax.random.split(rng, 6)
     imu = jp.concatenate([readings.gyro, readings.accelerometer])
     return {
-        "rng": rng,
-        "command": self.sample_command(k_cmd),
-        "command_timer": self._command_interval(k_timer),
-        "last_actions": jp.zeros((obs_lib.ACTION_HISTORY, obs_lib.NUM_ACTIONS)),
-        "motor_targets": jp.asarray(self._ids.home_ctrl, dtype=jp.float32),
-        "action_buffer": jp.zeros((MAX_DELAY_STEPS + 1, obs_lib.NUM_ACTIONS)),
-        "action_delay": jax.random.randint(
-            k_adelay, (), cfg.delay.action_steps[0], cfg.delay.action_steps[1] + 1
-        ),
-        "imu_buffer": jp.tile(imu, (MAX_DELAY_STEPS + 1, 1)),
-        "imu_delay": jax.random.randint(
-            k_idelay, (), cfg.delay.imu_steps[0], cfg.delay.imu_steps[1] + 1
-        ),
-        "phase": jp.zeros(()),
-        "feet_air_time": jp.zeros(2),
-        "push_timer": self._push_interval(k_push),
-        "step": jp.zeros((), dtype=jp.int32),
+      "rng": rng,
+      "command": self.sample_command(k_cmd),
+      "command_timer": self._command_interval(k_timer),
+      "last_actions": jp.zeros((obs_lib.ACTION_HISTORY, obs_lib.NUM_ACTIONS)),
+      "motor_targets": jp.asarray(self._ids.home_ctrl, dtype=jp.float32),
+      "action_buffer": jp.zeros((MAX_DELAY_STEPS + 1, obs_lib.NUM_ACTIONS)),
+      "action_delay": jax.random.randint(k_adelay, (), cfg.delay.action_steps[0], cfg.delay.action_steps[1] + 1),
+      "imu_buffer": jp.tile(imu, (MAX_DELAY_STEPS + 1, 1)),
+      "imu_delay": jax.random.randint(k_idelay, (), cfg.delay.imu_steps[0], cfg.delay.imu_steps[1] + 1),
+      "phase": jp.zeros(()),
+      "feet_air_time": jp.zeros(2),
+      "push_timer": self._push_interval(k_push),
+      "step": jp.zeros((), dtype=jp.int32),
     }
 
   def observe(
-      self, readings: obs_lib.Readings, info: Mapping[str, Any], key: jax.Array
+    self, readings: obs_lib.Readings, info: Mapping[str, Any], key: jax.Array
   ) -> tuple[dict[str, jax.Array], jax.Array]:
     """Observation dict and the updated IMU buffer.
 
@@ -428,14 +427,14 @@ class OpenDuckMiniV2Env(MjxEnv):
     noisy = obs_lib.add_noise(readings, key, cfg.scales, cfg.level)
     imu_buffer = obs_lib.imu_push(info["imu_buffer"], noisy.gyro, noisy.accelerometer)
     obs = obs_lib.build(
-        noisy=noisy,
-        clean=readings,
-        imu_sample=imu_buffer[info["imu_delay"]],
-        command=info["command"],
-        last_actions=info["last_actions"].ravel(),
-        motor_targets=info["motor_targets"],
-        phase=info["phase"],
-        feet_air_time=info["feet_air_time"],
+      noisy=noisy,
+      clean=readings,
+      imu_sample=imu_buffer[info["imu_delay"]],
+      command=info["command"],
+      last_actions=info["last_actions"].ravel(),
+      motor_targets=info["motor_targets"],
+      phase=info["phase"],
+      feet_air_time=info["feet_air_time"],
     )
     return obs, imu_buffer
 
@@ -445,13 +444,13 @@ class OpenDuckMiniV2Env(MjxEnv):
     action_buffer = jp.roll(info["action_buffer"], 1, axis=0).at[0].set(action)
     delayed = action_buffer[info["action_delay"]]
     targets = motor_targets(
-        self._ids,
-        delayed,
-        info["command"],
-        info["motor_targets"],
-        cfg.action_scale,
-        cfg.max_motor_velocity,
-        cfg.ctrl_dt,
+      self._ids,
+      delayed,
+      info["command"],
+      info["motor_targets"],
+      cfg.action_scale,
+      cfg.max_motor_velocity,
+      cfg.ctrl_dt,
     )
     return {**info, "action_buffer": action_buffer, "motor_targets": targets}
 
@@ -477,12 +476,10 @@ class OpenDuckMiniV2Env(MjxEnv):
     qpos = qpos.at[0:2].add(xy)
     qpos = qpos.at[3:7].set(jp.array([jp.cos(yaw / 2), 0.0, 0.0, jp.sin(yaw / 2)]))
     qpos = qpos.at[ids.act_qpos].add(
-        jax.random.uniform(k_q, (len(ids.act_qpos),), minval=-cfg.joint_noise, maxval=cfg.joint_noise)
+      jax.random.uniform(k_q, (len(ids.act_qpos),), minval=-cfg.joint_noise, maxval=cfg.joint_noise)
     )
     qvel = jp.zeros(self._mj_model.nv)
-    qvel = qvel.at[0:6].set(
-        jax.random.uniform(k_v, (6,), minval=-cfg.base_vel_noise, maxval=cfg.base_vel_noise)
-    )
+    qvel = qvel.at[0:6].set(jax.random.uniform(k_v, (6,), minval=-cfg.base_vel_noise, maxval=cfg.base_vel_noise))
     ctrl = jp.asarray(ids.home_ctrl, dtype=jp.float32)
     data = mjx.forward(self.mjx_model, self.make_data(qpos, qvel, ctrl))
     readings = read(ids, self.mjx_model, data)
@@ -514,7 +511,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       k_angle, k_mag = jax.random.split(k_push)
       angle = jax.random.uniform(k_angle, (), maxval=2 * jp.pi)
       magnitude = jax.random.uniform(
-          k_mag, (), minval=cfg.push_config.magnitude_range[0], maxval=cfg.push_config.magnitude_range[1]
+        k_mag, (), minval=cfg.push_config.magnitude_range[0], maxval=cfg.push_config.magnitude_range[1]
       )
       kick = magnitude * jp.array([jp.cos(angle), jp.sin(angle)]) * push
       data = data.replace(qvel=data.qvel.at[0:2].add(kick))
@@ -528,20 +525,18 @@ class OpenDuckMiniV2Env(MjxEnv):
 
     up_z = -readings.gravity[2]
     nan = jp.isnan(data.qpos).any() | jp.isnan(data.qvel).any()
-    fell = (up_z < cfg.termination.min_up_z) | (
-        readings.base_height[0] < cfg.termination.min_base_height
-    )
+    fell = (up_z < cfg.termination.min_up_z) | (readings.base_height[0] < cfg.termination.min_base_height)
     terminated = fell | nan
 
     terms = self.compute_rewards(
-        readings,
-        command=previous["command"],
-        action=action,
-        last_action=previous["last_actions"][0],
-        air_time=previous["feet_air_time"] + self.dt,
-        first_contact=first_contact,
-        terminated=terminated,
-        phase=info["phase"],
+      readings,
+      command=previous["command"],
+      action=action,
+      last_action=previous["last_actions"][0],
+      air_time=previous["feet_air_time"] + self.dt,
+      first_contact=first_contact,
+      terminated=terminated,
+      phase=info["phase"],
     )
     scales = self.reward_scales()
     weighted = {name: scales[name] * value * self.dt for name, value in terms.items()}
@@ -551,9 +546,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     info["command_timer"] = info["command_timer"] - 1
     resample = info["command_timer"] <= 0
     info["command"] = jp.where(resample, self.sample_command(k_cmd), info["command"])
-    info["command_timer"] = jp.where(
-        resample, self._command_interval(k_timer), info["command_timer"]
-    )
+    info["command_timer"] = jp.where(resample, self._command_interval(k_timer), info["command_timer"])
     obs, info["imu_buffer"] = self.observe(readings, info, k_obs)
     obs = jax.tree_util.tree_map(lambda x: jp.where(jp.isfinite(x), x, 0.0), obs)
 
@@ -561,16 +554,16 @@ class OpenDuckMiniV2Env(MjxEnv):
     metrics = dict(state.metrics)
     metrics.update({f"reward/{name}": jp.where(jp.isfinite(v), v, 0.0) for name, v in weighted.items()})
     return state.replace(
-        data=data,
-        obs=obs,
-        reward=reward,
-        done=terminated.astype(jp.float32),
-        metrics=metrics,
-        info=info,
+      data=data,
+      obs=obs,
+      reward=reward,
+      done=terminated.astype(jp.float32),
+      metrics=metrics,
+      info=info,
     )
 
   def advance(
-      self, info: dict[str, Any], readings: obs_lib.Readings, action: jax.Array
+    self, info: dict[str, Any], readings: obs_lib.Readings, action: jax.Array
   ) -> tuple[dict[str, Any], jax.Array]:
     """Per-step bookkeeping after physics (shared by training and playback).
 

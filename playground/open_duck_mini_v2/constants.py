@@ -11,20 +11,20 @@ TASKS = ("flat_terrain", "rough_terrain", "flat_terrain_backlash", "rough_terrai
 
 #: Policy action order = actuator order in the MJCF.
 ACTUATOR_NAMES = (
-    "left_hip_yaw",
-    "left_hip_roll",
-    "left_hip_pitch",
-    "left_knee",
-    "left_ankle",
-    "neck_pitch",
-    "head_pitch",
-    "head_yaw",
-    "head_roll",
-    "right_hip_yaw",
-    "right_hip_roll",
-    "right_hip_pitch",
-    "right_knee",
-    "right_ankle",
+  "left_hip_yaw",
+  "left_hip_roll",
+  "left_hip_pitch",
+  "left_knee",
+  "left_ankle",
+  "neck_pitch",
+  "head_pitch",
+  "head_yaw",
+  "head_roll",
+  "right_hip_yaw",
+  "right_hip_roll",
+  "right_hip_pitch",
+  "right_knee",
+  "right_ankle",
 )
 #: Each actuator drives the joint of the same name.
 JOINT_NAMES = ACTUATOR_NAMES

@@ -91,13 +91,13 @@ class Playback:
   """
 
   def __init__(
-      self,
-      policy: Callable[[np.ndarray], np.ndarray],
-      env_name: str = "joystick",
-      task: str = "flat_terrain",
-      noise: bool = False,
-      delays: bool = False,
-      seed: int = 0,
+    self,
+    policy: Callable[[np.ndarray], np.ndarray],
+    env_name: str = "joystick",
+    task: str = "flat_terrain",
+    noise: bool = False,
+    delays: bool = False,
+    seed: int = 0,
   ):
     import jax  # pylint: disable=import-outside-toplevel
     import mujoco  # pylint: disable=import-outside-toplevel
@@ -172,13 +172,13 @@ class Playback:
 
 
 def run(
-    playback: Playback,
-    schedule: CommandSchedule,
-    duration: float,
-    video: str | None = None,
-    record: str | None = None,
-    width: int = 640,
-    height: int = 480,
+  playback: Playback,
+  schedule: CommandSchedule,
+  duration: float,
+  video: str | None = None,
+  record: str | None = None,
+  width: int = 640,
+  height: int = 480,
 ) -> dict[str, Any]:
   """Runs `duration` seconds headless; returns the summary (distance, tracking error, falls)."""
   mujoco = playback._mujoco  # pylint: disable=protected-access
@@ -223,17 +223,17 @@ def run(
     from playground.open_duck_mini_v2.observations import STATE_LAYOUT  # pylint: disable=import-outside-toplevel
 
     np.savez(
-        record,
-        **{k: np.asarray(v) for k, v in log.items()},
-        observation_layout=json.dumps(STATE_LAYOUT.to_json()),
-        control_period_s=playback.env.dt,
+      record,
+      **{k: np.asarray(v) for k, v in log.items()},
+      observation_layout=json.dumps(STATE_LAYOUT.to_json()),
+      control_period_s=playback.env.dt,
     )
   return {
-      "seconds": round(steps * playback.env.dt, 3),
-      "distance_m": round(distance, 3),
-      "mean_lin_vel_error_mps": round(float(np.mean(errors)), 4),
-      "mean_yaw_rate_error_radps": round(float(np.mean(yaw_errors)), 4),
-      "falls": falls,
+    "seconds": round(steps * playback.env.dt, 3),
+    "distance_m": round(distance, 3),
+    "mean_lin_vel_error_mps": round(float(np.mean(errors)), 4),
+    "mean_yaw_rate_error_radps": round(float(np.mean(yaw_errors)), 4),
+    "falls": falls,
   }
 
 
@@ -297,8 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     config_lib.check_choice("--task", args.task, consts.TASKS)
     schedule = (
-        CommandSchedule.from_json(args.script) if args.script
-        else CommandSchedule.constant([getattr(args, k) for k in COMMAND_KEYS])
+      CommandSchedule.from_json(args.script)
+      if args.script
+      else CommandSchedule.constant([getattr(args, k) for k in COMMAND_KEYS])
     )
     with tempfile.TemporaryDirectory() as tmp:
       path = args.onnx
@@ -313,8 +314,14 @@ def main(argv: Sequence[str] | None = None) -> int:
       interactive(playback, schedule)
       return 0
     summary = run(playback, schedule, args.duration, args.video, args.record)
-  except (config_lib.ConfigError, checkpointing.CheckpointError, onnx_export.ExportError,
-          FileNotFoundError, ValueError, RuntimeError) as e:
+  except (
+    config_lib.ConfigError,
+    checkpointing.CheckpointError,
+    onnx_export.ExportError,
+    FileNotFoundError,
+    ValueError,
+    RuntimeError,
+  ) as e:
     sys.stderr.write(f"error: {e}\n")
     return 2
   logger.info("summary %s", json.dumps(summary))

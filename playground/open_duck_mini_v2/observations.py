@@ -22,7 +22,8 @@ COMMAND_SIZE = 7
 COMMAND_NAMES = ("vx", "vy", "yaw_rate", "neck_pitch", "head_pitch", "head_yaw", "head_roll")
 
 #: Actor observation `state` (101 floats), in this order.
-STATE_LAYOUT = ObservationLayout((
+STATE_LAYOUT = ObservationLayout(
+  (
     ("gyro", 3),
     ("accelerometer", 3),
     ("command", COMMAND_SIZE),
@@ -32,21 +33,22 @@ STATE_LAYOUT = ObservationLayout((
     ("motor_targets", NUM_ACTIONS),
     ("feet_contacts", 2),  # left, right
     ("phase", 2),  # cos, sin of the gait phase
-))
+  )
+)
 
 #: Critic observation `privileged_state`: the actor's view plus noiseless truth.
 PRIVILEGED_LAYOUT = STATE_LAYOUT.extend(
-    ("gyro_clean", 3),
-    ("accelerometer_clean", 3),
-    ("gravity", 3),  # gravity direction in the IMU frame
-    ("local_linvel", 3),
-    ("global_angvel", 3),
-    ("joint_pos_clean", NUM_ACTIONS),
-    ("joint_vel_clean", NUM_ACTIONS),
-    ("actuator_force", NUM_ACTIONS),
-    ("feet_vel", 6),
-    ("feet_air_time", 2),
-    ("base_height", 1),
+  ("gyro_clean", 3),
+  ("accelerometer_clean", 3),
+  ("gravity", 3),  # gravity direction in the IMU frame
+  ("local_linvel", 3),
+  ("global_angvel", 3),
+  ("joint_pos_clean", NUM_ACTIONS),
+  ("joint_vel_clean", NUM_ACTIONS),
+  ("actuator_force", NUM_ACTIONS),
+  ("feet_vel", 6),
+  ("feet_air_time", 2),
+  ("base_height", 1),
 )
 
 JOINT_VEL_SCALE = 0.05
@@ -76,9 +78,7 @@ class Readings:
   base_height: jax.Array
 
 
-def add_noise(
-    readings: Readings, key: jax.Array, scales: Mapping[str, Any], level: float
-) -> Readings:
+def add_noise(readings: Readings, key: jax.Array, scales: Mapping[str, Any], level: float) -> Readings:
   """Uniform sensor noise: value + level * scale * U(-1, 1), per joint group.
 
   Args:
@@ -96,10 +96,10 @@ def add_noise(
   vel_scale = jp.where(head, scales["joint_vel_head"], scales["joint_vel_legs"])
   u = lambda key, shape: jax.random.uniform(key, shape, minval=-1.0, maxval=1.0)  # noqa: E731
   return readings.replace(
-      gyro=readings.gyro + level * scales["gyro"] * u(k[0], (3,)),
-      accelerometer=readings.accelerometer + level * scales["accelerometer"] * u(k[1], (3,)),
-      joint_pos=readings.joint_pos + level * pos_scale * u(k[2], (NUM_ACTIONS,)),
-      joint_vel=readings.joint_vel + level * vel_scale * u(k[3], (NUM_ACTIONS,)),
+    gyro=readings.gyro + level * scales["gyro"] * u(k[0], (3,)),
+    accelerometer=readings.accelerometer + level * scales["accelerometer"] * u(k[1], (3,)),
+    joint_pos=readings.joint_pos + level * pos_scale * u(k[2], (NUM_ACTIONS,)),
+    joint_vel=readings.joint_vel + level * vel_scale * u(k[3], (NUM_ACTIONS,)),
   )
 
 
@@ -110,14 +110,14 @@ def imu_push(buffer: jax.Array, gyro: jax.Array, accelerometer: jax.Array) -> ja
 
 
 def build(
-    noisy: Readings,
-    clean: Readings,
-    imu_sample: jax.Array,
-    command: jax.Array,
-    last_actions: jax.Array,
-    motor_targets: jax.Array,
-    phase: jax.Array,
-    feet_air_time: jax.Array,
+  noisy: Readings,
+  clean: Readings,
+  imu_sample: jax.Array,
+  command: jax.Array,
+  last_actions: jax.Array,
+  motor_targets: jax.Array,
+  phase: jax.Array,
+  feet_air_time: jax.Array,
 ) -> dict[str, jax.Array]:
   """Assembles `state` and `privileged_state` from readings and env state.
 
@@ -133,30 +133,30 @@ def build(
     feet_air_time: seconds each foot has been off the ground.
   """
   blocks = dict(
-      gyro=imu_sample[:3],
-      accelerometer=imu_sample[3:],
-      command=command,
-      joint_pos=noisy.joint_pos,
-      joint_vel=noisy.joint_vel * JOINT_VEL_SCALE,
-      last_actions=last_actions,
-      motor_targets=motor_targets,
-      feet_contacts=noisy.feet_contacts,
-      phase=jp.array([jp.cos(phase), jp.sin(phase)]),
+    gyro=imu_sample[:3],
+    accelerometer=imu_sample[3:],
+    command=command,
+    joint_pos=noisy.joint_pos,
+    joint_vel=noisy.joint_vel * JOINT_VEL_SCALE,
+    last_actions=last_actions,
+    motor_targets=motor_targets,
+    feet_contacts=noisy.feet_contacts,
+    phase=jp.array([jp.cos(phase), jp.sin(phase)]),
   )
   privileged = dict(
-      gyro_clean=clean.gyro,
-      accelerometer_clean=clean.accelerometer,
-      gravity=clean.gravity,
-      local_linvel=clean.local_linvel,
-      global_angvel=clean.global_angvel,
-      joint_pos_clean=clean.joint_pos,
-      joint_vel_clean=clean.joint_vel,
-      actuator_force=clean.actuator_force,
-      feet_vel=clean.feet_vel,
-      feet_air_time=feet_air_time,
-      base_height=clean.base_height,
+    gyro_clean=clean.gyro,
+    accelerometer_clean=clean.accelerometer,
+    gravity=clean.gravity,
+    local_linvel=clean.local_linvel,
+    global_angvel=clean.global_angvel,
+    joint_pos_clean=clean.joint_pos,
+    joint_vel_clean=clean.joint_vel,
+    actuator_force=clean.actuator_force,
+    feet_vel=clean.feet_vel,
+    feet_air_time=feet_air_time,
+    base_height=clean.base_height,
   )
   return {
-      "state": STATE_LAYOUT.concat(blocks),
-      "privileged_state": PRIVILEGED_LAYOUT.concat({**blocks, **privileged}),
+    "state": STATE_LAYOUT.concat(blocks),
+    "privileged_state": PRIVILEGED_LAYOUT.concat({**blocks, **privileged}),
   }

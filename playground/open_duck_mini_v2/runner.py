@@ -32,45 +32,64 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
   del env_name
   c = ppo_defaults.default_config()
   c.update(
-      dict(
-          num_timesteps=150_000_000,
-          num_envs=8192,
-          unroll_length=20,
-          batch_size=256,
-          num_minibatches=32,
-          num_updates_per_batch=4,
-          learning_rate=3e-4,
-          entropy_cost=1e-3,
-          discounting=0.97,
-          gae_lambda=0.95,
-          clipping_epsilon=0.2,
-          max_grad_norm=1.0,
-          policy_hidden_layer_sizes=(128, 128, 128),
-          value_hidden_layer_sizes=(256, 256, 256),
-          activation="swish",
-          init_noise_std=0.3,
-          num_eval_envs=128,
-          eval_every=10_000_000,
-          log_every=1_000_000,
-      )
+    dict(
+      num_timesteps=150_000_000,
+      num_envs=8192,
+      unroll_length=20,
+      batch_size=256,
+      num_minibatches=32,
+      num_updates_per_batch=4,
+      learning_rate=3e-4,
+      entropy_cost=1e-3,
+      discounting=0.97,
+      gae_lambda=0.95,
+      clipping_epsilon=0.2,
+      max_grad_norm=1.0,
+      policy_hidden_layer_sizes=(128, 128, 128),
+      value_hidden_layer_sizes=(256, 256, 256),
+      activation="swish",
+      init_noise_std=0.3,
+      num_eval_envs=128,
+      eval_every=10_000_000,
+      log_every=1_000_000,
+    )
   )
   c.checkpoint_every = 10_000_000
   c.keep_last = 5
   if preset == "quick":
-    c.update(dict(
-        num_timesteps=1_500_000, num_envs=128, batch_size=128, num_minibatches=4,
-        unroll_length=20, num_updates_per_batch=4, learning_rate=1e-3, num_eval_envs=32,
-        eval_every=150_000, log_every=20_000,
-        policy_hidden_layer_sizes=(64, 64), value_hidden_layer_sizes=(128, 128),
-    ))
+    c.update(
+      dict(
+        num_timesteps=1_500_000,
+        num_envs=128,
+        batch_size=128,
+        num_minibatches=4,
+        unroll_length=20,
+        num_updates_per_batch=4,
+        learning_rate=1e-3,
+        num_eval_envs=32,
+        eval_every=150_000,
+        log_every=20_000,
+        policy_hidden_layer_sizes=(64, 64),
+        value_hidden_layer_sizes=(128, 128),
+      )
+    )
     c.checkpoint_every = 300_000
   elif preset == "smoke":
-    c.update(dict(
-        num_timesteps=2_560, num_envs=16, batch_size=16, num_minibatches=4,
-        unroll_length=20, num_updates_per_batch=1, num_eval_envs=8,
-        eval_every=2_560, log_every=1_280,
-        policy_hidden_layer_sizes=(32, 32), value_hidden_layer_sizes=(32, 32),
-    ))
+    c.update(
+      dict(
+        num_timesteps=2_560,
+        num_envs=16,
+        batch_size=16,
+        num_minibatches=4,
+        unroll_length=20,
+        num_updates_per_batch=1,
+        num_eval_envs=8,
+        eval_every=2_560,
+        log_every=1_280,
+        policy_hidden_layer_sizes=(32, 32),
+        value_hidden_layer_sizes=(32, 32),
+      )
+    )
     c.checkpoint_every = 2_560
   return c
 
@@ -101,9 +120,9 @@ class OpenDuckMiniV2Runner(BaseRunner):
     if not env_config.domain_randomization.enabled:
       return None
     targets = randomize.RandomizationTargets(
-        floor_geom=consts.FLOOR_GEOM,
-        trunk_body=consts.ROOT_BODY,
-        actuators=consts.ACTUATOR_NAMES,
+      floor_geom=consts.FLOOR_GEOM,
+      trunk_body=consts.ROOT_BODY,
+      actuators=consts.ACTUATOR_NAMES,
     )
     return randomize.make_randomization_fn(env.mj_model, targets, env_config.domain_randomization)
 
@@ -113,13 +132,14 @@ class OpenDuckMiniV2Runner(BaseRunner):
   @classmethod
   def add_arguments(cls, parser) -> None:
     parser.add_argument(
-        "--reference",
-        help="reference gait for the imitation reward: a .npz table or the community's "
-        "polynomial_coefficients.pkl (needs --allow_pickle)",
+      "--reference",
+      help="reference gait for the imitation reward: a .npz table or the community's "
+      "polynomial_coefficients.pkl (needs --allow_pickle)",
     )
     parser.add_argument(
-        "--allow_pickle", action="store_true",
-        help="allow loading a pickle --reference (pickles can run code: only for files you trust)",
+      "--allow_pickle",
+      action="store_true",
+      help="allow loading a pickle --reference (pickles can run code: only for files you trust)",
     )
 
   def resolve_config(self) -> ResolvedConfig:
@@ -144,17 +164,17 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
     ids = base.RobotIndices.from_model(base.load_model(task))
     return {
-        "observation_layout": observations.STATE_LAYOUT.to_json(),
-        "observation_size": observations.STATE_LAYOUT.size,
-        "joint_vel_scale": observations.JOINT_VEL_SCALE,
-        "command_names": list(observations.COMMAND_NAMES),
-        "action_names": list(consts.ACTUATOR_NAMES),
-        "action_scale": float(env_config.action_scale),
-        "home_pose": [float(x) for x in ids.home_ctrl],
-        "max_motor_velocity": float(env_config.max_motor_velocity),
-        "control_period_s": float(env_config.ctrl_dt),
-        "gait_frequency_hz": float(env_config.gait_frequency),
-        "motor_targets": "home_pose + action_scale * action (+ head command), speed-limited",
+      "observation_layout": observations.STATE_LAYOUT.to_json(),
+      "observation_size": observations.STATE_LAYOUT.size,
+      "joint_vel_scale": observations.JOINT_VEL_SCALE,
+      "command_names": list(observations.COMMAND_NAMES),
+      "action_names": list(consts.ACTUATOR_NAMES),
+      "action_scale": float(env_config.action_scale),
+      "home_pose": [float(x) for x in ids.home_ctrl],
+      "max_motor_velocity": float(env_config.max_motor_velocity),
+      "control_period_s": float(env_config.ctrl_dt),
+      "gait_frequency_hz": float(env_config.gait_frequency),
+      "motor_targets": "home_pose + action_scale * action (+ head command), speed-limited",
     }
 
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:

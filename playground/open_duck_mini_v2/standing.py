@@ -15,32 +15,32 @@ def default_config() -> config_dict.ConfigDict:
   """Default configuration of the standing task."""
   config = base.base_config()
   config.command_config = config_dict.ConfigDict(
-      dict(
-          neck_pitch=(-0.34, 1.1),
-          head_pitch=(-0.78, 0.78),
-          head_yaw=(-1.5, 1.5),
-          head_roll=(-0.5, 0.5),
-          zero_head_prob=0.3,
-          resample_interval=(2.0, 5.0),
-      )
+    dict(
+      neck_pitch=(-0.34, 1.1),
+      head_pitch=(-0.78, 0.78),
+      head_yaw=(-1.5, 1.5),
+      head_roll=(-0.5, 0.5),
+      zero_head_prob=0.3,
+      resample_interval=(2.0, 5.0),
+    )
   )
   config.reward_config = config_dict.ConfigDict(
-      dict(
-          scales=dict(
-              head_tracking=2.0,
-              base_velocity=1.0,
-              torques=-1.0e-3,
-              action_rate=-0.5,
-              stand_still=-0.5,
-              alive=20.0,
-              termination=0.0,
-              orientation=-5.0,
-              base_height=0.0,
-          ),
-          tracking_sigma=0.01,
-          head_tracking_sigma=0.1,
-          base_height_target=0.16,
-      )
+    dict(
+      scales=dict(
+        head_tracking=2.0,
+        base_velocity=1.0,
+        torques=-1.0e-3,
+        action_rate=-0.5,
+        stand_still=-0.5,
+        alive=20.0,
+        termination=0.0,
+        orientation=-5.0,
+        base_height=0.0,
+      ),
+      tracking_sigma=0.01,
+      head_tracking_sigma=0.1,
+      base_height_target=0.16,
+    )
   )
   return config
 
@@ -56,42 +56,39 @@ class Standing(base.OpenDuckMiniV2Env):
     c = self._config.command_config
     keys = jax.random.split(rng, 5)
     ranges = (c.neck_pitch, c.head_pitch, c.head_yaw, c.head_roll)
-    head = jp.array([
-        jax.random.uniform(k, (), minval=lo, maxval=hi) for k, (lo, hi) in zip(keys[:4], ranges)
-    ])
+    head = jp.array([jax.random.uniform(k, (), minval=lo, maxval=hi) for k, (lo, hi) in zip(keys[:4], ranges)])
     head = head * ~jax.random.bernoulli(keys[4], c.zero_head_prob)
     return jp.concatenate([jp.zeros(3), head])
 
   def compute_rewards(
-      self,
-      readings: obs_lib.Readings,
-      *,
-      command: jax.Array,
-      action: jax.Array,
-      last_action: jax.Array,
-      air_time: jax.Array,
-      first_contact: jax.Array,
-      terminated: jax.Array,
-      phase: jax.Array,
+    self,
+    readings: obs_lib.Readings,
+    *,
+    command: jax.Array,
+    action: jax.Array,
+    last_action: jax.Array,
+    air_time: jax.Array,
+    first_contact: jax.Array,
+    terminated: jax.Array,
+    phase: jax.Array,
   ) -> dict[str, jax.Array]:
     del air_time, first_contact, phase
     cfg = self._config.reward_config
     head = self._ids.head_act
     legs = jp.array([i for i in range(obs_lib.NUM_ACTIONS) if i not in set(head.tolist())])
     terms = {
-        "head_tracking": lambda: rewards.head_tracking(
-            command[3:7], readings.joint_pos[head], cfg.head_tracking_sigma
-        ),
-        "base_velocity": lambda: rewards.tracking_lin_vel(
-            jp.zeros(2), readings.local_linvel[:2], cfg.tracking_sigma
-        ) * rewards.tracking_ang_vel(jp.zeros(()), readings.gyro[2], cfg.tracking_sigma),
-        "torques": lambda: rewards.torques(readings.actuator_force),
-        "action_rate": lambda: rewards.action_rate(action, last_action),
-        "stand_still": lambda: rewards.stand_still(jp.zeros(3), readings.joint_pos[legs]),
-        "alive": rewards.alive,
-        "termination": lambda: rewards.termination(terminated),
-        "orientation": lambda: rewards.orientation(readings.gravity),
-        "base_height": lambda: rewards.base_height(readings.base_height[0], cfg.base_height_target),
+      "head_tracking": lambda: rewards.head_tracking(command[3:7], readings.joint_pos[head], cfg.head_tracking_sigma),
+      "base_velocity": lambda: (
+        rewards.tracking_lin_vel(jp.zeros(2), readings.local_linvel[:2], cfg.tracking_sigma)
+        * rewards.tracking_ang_vel(jp.zeros(()), readings.gyro[2], cfg.tracking_sigma)
+      ),
+      "torques": lambda: rewards.torques(readings.actuator_force),
+      "action_rate": lambda: rewards.action_rate(action, last_action),
+      "stand_still": lambda: rewards.stand_still(jp.zeros(3), readings.joint_pos[legs]),
+      "alive": rewards.alive,
+      "termination": lambda: rewards.termination(terminated),
+      "orientation": lambda: rewards.orientation(readings.gravity),
+      "base_height": lambda: rewards.base_height(readings.base_height[0], cfg.base_height_target),
     }
     unknown = set(self.active_reward_terms) - set(terms)
     if unknown:
