@@ -696,7 +696,7 @@ class BaseRunner(abc.ABC):
     )
     parser.add_argument("--env", default=cls.default_env, help="environment name")
     parser.add_argument("--task", default=cls.default_task, help="task / scene variant")
-    parser.add_argument("--preset", default="full", help="full (GPU), quick (CPU, ~15 min) or smoke (CPU, <3 min)")
+    parser.add_argument("--preset", default="full", help="full (GPU), quick (CPU, ~10 min) or smoke (CPU, <3 min)")
     parser.add_argument("--num_timesteps", type=int, help="total env steps (overrides the preset)")
     parser.add_argument("--num_envs", type=int, help="parallel environments (overrides the preset)")
     parser.add_argument("--output_dir", default="checkpoints", help="parent of run directories")

@@ -26,7 +26,7 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
   """PPO settings of the Open Duck Mini V2 for a preset.
 
   `full` is sized for one modern GPU (8192 envs, 150M steps); `quick` shows
-  a rising learning curve in ~15 minutes on a 2-core CPU; `smoke` checks the
+  a rising learning curve in about 10 minutes on a 2-core CPU; `smoke` checks the
   whole pipeline in under 3 minutes on a 2-core CPU.
   """
   del env_name
