@@ -17,11 +17,12 @@ from benchmarks.common import machine
 from benchmarks.common import time_call
 
 
-def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_per_call: int) -> dict:
+def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_per_call: int, overrides=()) -> dict:
   import jax  # pylint: disable=import-outside-toplevel
   import jax.numpy as jp  # pylint: disable=import-outside-toplevel
   from mujoco import mjx  # pylint: disable=import-outside-toplevel
 
+  from playground.common import config as config_lib  # pylint: disable=import-outside-toplevel
   from playground.common import training_env  # pylint: disable=import-outside-toplevel
   from playground.common.runner import RunArgs  # pylint: disable=import-outside-toplevel
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
@@ -29,6 +30,7 @@ def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_
   runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task))
   config = runner.default_env_config(env_name)
   config.impl = impl
+  config = config_lib.apply_overrides(config, config_lib.parse_overrides(overrides))
   env = runner.make_env(env_name, task, config)
   venv = training_env.VecEnv(env, config.episode_length, runner.make_randomizer(env, config))
   models = venv.models(jp.arange(num_envs))  # eager: in_axes must stay a static tree
@@ -98,9 +100,12 @@ def main() -> None:
   parser.add_argument("--impl", nargs="+", default=["jax"])
   parser.add_argument("--repeats", type=int, default=3)
   parser.add_argument("--steps_per_call", type=int, default=10)
+  parser.add_argument("--set", action="append", default=[], help="env config override KEY=VALUE")
   args = parser.parse_args()
   results = [
-    run(args.env, args.task, n, impl, args.repeats, args.steps_per_call) for impl in args.impl for n in args.num_envs
+    run(args.env, args.task, n, impl, args.repeats, args.steps_per_call, args.set)
+    for impl in args.impl
+    for n in args.num_envs
   ]
   emit({"benchmark": "env_throughput", "machine": machine(), "results": results})
 
