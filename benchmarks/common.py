@@ -43,6 +43,23 @@ def machine() -> dict[str, Any]:
   }
 
 
+def build_env(env_name: str, task: str, overrides: list[str], preset: str = "full", num_envs: int | None = None):
+  """The runner's own env, randomizer and VecEnv for a configuration.
+
+  Goes through `resolve_config`, so overrides get the runner's validation.
+  Returns (env, venv, resolved config).
+  """
+  from playground.common import training_env  # pylint: disable=import-outside-toplevel
+  from playground.common.runner import RunArgs  # pylint: disable=import-outside-toplevel
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
+
+  runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task, preset=preset, num_envs=num_envs, overrides=overrides))
+  cfg = runner.resolve_config()
+  env = runner.make_env(env_name, task, cfg.env_config)
+  venv = training_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
+  return env, venv, cfg
+
+
 def time_call(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
   """Seconds per call of a jitted `fn`, after `warmup` calls (the 2nd may recompile)."""
   import jax  # pylint: disable=import-outside-toplevel

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from benchmarks.common import build_env
 from benchmarks.common import emit
 from benchmarks.common import machine
 from benchmarks.common import time_call
@@ -22,17 +23,7 @@ def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_
   import jax.numpy as jp  # pylint: disable=import-outside-toplevel
   from mujoco import mjx  # pylint: disable=import-outside-toplevel
 
-  from playground.common import config as config_lib  # pylint: disable=import-outside-toplevel
-  from playground.common import training_env  # pylint: disable=import-outside-toplevel
-  from playground.common.runner import RunArgs  # pylint: disable=import-outside-toplevel
-  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
-
-  runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task))
-  config = runner.default_env_config(env_name)
-  config.impl = impl
-  config = config_lib.apply_overrides(config, config_lib.parse_overrides(overrides))
-  env = runner.make_env(env_name, task, config)
-  venv = training_env.VecEnv(env, config.episode_length, runner.make_randomizer(env, config))
+  env, venv, _ = build_env(env_name, task, [f"impl={impl}", *overrides])
   models = venv.models(jp.arange(num_envs))  # eager: in_axes must stay a static tree
   model_batch, in_axes = models
   state = jax.jit(lambda k: venv.reset(jax.random.split(k, num_envs), models))(jax.random.PRNGKey(0))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from benchmarks.common import build_env
 from benchmarks.common import emit
 from benchmarks.common import machine
 from benchmarks.common import time_call
@@ -21,14 +22,8 @@ from benchmarks.common import time_call
 
 def build(env_name: str, task: str, preset: str, num_envs: int | None, overrides: list[str]):
   from playground.common import ppo as ppo_lib  # pylint: disable=import-outside-toplevel
-  from playground.common import training_env  # pylint: disable=import-outside-toplevel
-  from playground.common.runner import RunArgs  # pylint: disable=import-outside-toplevel
-  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
 
-  runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task, preset=preset, num_envs=num_envs, overrides=overrides))
-  cfg = runner.resolve_config()
-  env = runner.make_env(env_name, task, cfg.env_config)
-  venv = training_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
+  env, venv, cfg = build_env(env_name, task, overrides, preset, num_envs)
   return env, venv, ppo_lib.PPO(venv, cfg.ppo_config), cfg
 
 
