@@ -80,6 +80,7 @@ def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_
     "env_steps_per_s": round(env_sps, 1),
     "physics_steps_per_s": round(phys_sps, 1),
     "ratio_env_to_physics": round(env_sps / phys_sps, 4),
+    "overrides": list(overrides),
   }
 
 
