@@ -1,8 +1,11 @@
 """JIT compile time of the training step, cold and with a warm persistent cache.
 
-Runs `benchmarks.train_throughput --compile_only` twice in fresh processes
-sharing a new, empty cache directory: the first compiles from scratch, the
-second reads the persistent cache. Prints JSON with both times and the ratio.
+Runs `benchmarks.train_throughput --compile_only` in four fresh processes.
+The first two share a new, empty cache directory: the first compiles from
+scratch (filling both caches), the second starts warm the way the runner does
+(step cache + XLA's persistent cache). The last two repeat that in another
+directory with `--no_step_cache`: XLA's persistent cache alone, which still
+traces and lowers the step in Python. Prints JSON with the times and ratios.
 
     uv run python -m benchmarks.compile_time --preset quick
 """
@@ -19,7 +22,7 @@ from benchmarks.common import emit
 from benchmarks.common import machine
 
 
-def compile_once(args, cache_dir: str) -> dict:
+def compile_once(args, cache_dir: str, *extra: str) -> dict:
   cmd = [
     sys.executable,
     "-m",
@@ -33,6 +36,7 @@ def compile_once(args, cache_dir: str) -> dict:
     args.env,
     "--task",
     args.task,
+    *extra,
   ]
   out = subprocess.run(cmd, capture_output=True, text=True, check=True)
   return json.loads(out.stdout)["results"][0]
@@ -44,10 +48,12 @@ def main() -> None:
   parser.add_argument("--task", default="flat_terrain")
   parser.add_argument("--preset", default="quick")
   args = parser.parse_args()
-  with tempfile.TemporaryDirectory() as cache_dir:
+  with tempfile.TemporaryDirectory() as cache_dir, tempfile.TemporaryDirectory() as xla_dir:
     cold_run = compile_once(args, cache_dir)
     warm_run = compile_once(args, cache_dir)
-  cold, warm = cold_run["compile_s"], warm_run["compile_s"]
+    xla_cold_run = compile_once(args, xla_dir, "--no_step_cache")
+    xla_only_run = compile_once(args, xla_dir, "--no_step_cache")
+  cold, warm, xla_only = cold_run["compile_s"], warm_run["compile_s"], xla_only_run["compile_s"]
   emit(
     {
       "benchmark": "compile_time",
@@ -60,9 +66,13 @@ def main() -> None:
           "cold_compile_s": cold,
           "warm_compile_s": warm,
           "warm_to_cold": round(warm / cold, 4),
-          # Python tracing + lowering, which no compilation cache can skip.
-          "cold_trace_s": cold_run["trace_s"],
-          "warm_trace_s": warm_run["trace_s"],
+          "warm_step_cache": warm_run["step_cache"],
+          # Without the step cache (its own cache directory): Python tracing +
+          # lowering run on every start.
+          "cold_xla_cache_only_s": xla_cold_run["compile_s"],
+          "warm_xla_cache_only_s": xla_only,
+          "warm_xla_cache_only_to_cold": round(xla_only / cold, 4),
+          "warm_xla_cache_only_trace_s": xla_only_run["trace_s"],
         }
       ],
     }

@@ -67,6 +67,9 @@ def test_resume_is_bit_exact_and_seeded_runs_are_reproducible(tmp_path, smoke_ru
   resumed = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "half", "--num_timesteps", 5120, "--resume")
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "start at 2,560" in resumed.stderr
+  # Same configuration as the runs before (only --num_timesteps differs, which
+  # is not traced): the warm start reuses the lowered training step.
+  assert "training step loaded from the step cache" in resumed.stderr
   a = load_tree(tmp_path / "full" / "000000005120")
   b = load_tree(tmp_path / "half" / "000000005120")
   assert_trees_equal(a["training_state"], b["training_state"])
@@ -75,6 +78,17 @@ def test_resume_is_bit_exact_and_seeded_runs_are_reproducible(tmp_path, smoke_ru
   # TensorBoard continues the x-axis: no step is logged twice.
   steps = [s for s, _ in read_scalars(tmp_path / "half")["episode/reward"]]
   assert steps == sorted(set(steps)) and steps[-1] == 5120 and 2560 in steps
+
+
+def test_step_cache_changes_no_result(tmp_path, smoke_run):
+  plain = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "plain", "--num_timesteps", 2560, "--no_step_cache")
+  assert plain.returncode == 0, plain.stderr[-3000:]
+  assert "training step compiled" in plain.stderr
+  smoke_dir, _ = smoke_run
+  a = load_tree(tmp_path / "plain" / "000000002560")
+  b = load_tree(smoke_dir / "000000002560")
+  assert_trees_equal(a["training_state"], b["training_state"])
+  assert_trees_equal(a["env_state"], b["env_state"])
 
 
 def test_run_directory_semantics(tmp_path, smoke_run):

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jp
 import numpy as np
 
+from playground.common.step_cache import StepCache
 from playground.common.training_env import VecEnv
 
 
@@ -24,15 +25,26 @@ class Evaluator:
     make_policy: Brax-style `make_policy(params, deterministic)`.
     num_envs: number of parallel evaluation episodes.
     seed: seed of the evaluation resets.
+    step_cache: a `step_cache.StepCache` to compile the rollout with (plain
+      compilation when None).
   """
 
-  def __init__(self, venv: VecEnv, make_policy: Callable[..., Any], num_envs: int, seed: int):
+  def __init__(
+    self,
+    venv: VecEnv,
+    make_policy: Callable[..., Any],
+    num_envs: int,
+    seed: int,
+    step_cache: StepCache | None = None,
+  ):
     self._venv = venv
     self._make_policy = make_policy
     self._num_envs = num_envs
     self._key = jax.random.PRNGKey(seed)
     self._count = 0
     self._rollout = jax.jit(self._rollout_fn)
+    self._step_cache = step_cache or StepCache(None)
+    self._compiled = None
 
   def _rollout_fn(self, params: Any, key: jax.Array) -> dict[str, jax.Array]:
     venv, n = self._venv, self._num_envs
@@ -73,7 +85,9 @@ class Evaluator:
     key = jax.random.fold_in(self._key, self._count)
     self._count += 1
     start = time.monotonic()
-    out = jax.device_get(self._rollout(params, key))
+    if self._compiled is None:
+      self._compiled = self._step_cache.compile("eval_rollout", self._rollout, params, key)
+    out = jax.device_get(self._compiled(params, key))
     elapsed = time.monotonic() - start
     ret = np.asarray(out["return"])
     metrics = {

@@ -90,6 +90,7 @@ class RunArgs:
   eval_every: int | None = None
   log_every: int | None = None
   compilation_cache_dir: str | None = None
+  step_cache: bool = True
   coordinator_address: str | None = None
   num_processes: int | None = None
   process_id: int | None = None
@@ -114,6 +115,7 @@ class Session:
   ppo: Any
   evaluator: Any
   compat: dict[str, Any]
+  step_cache: Any = None
 
 
 class BaseRunner(abc.ABC):
@@ -450,9 +452,43 @@ class BaseRunner(abc.ABC):
       self.make_randomizer(eval_env, cfg.env_config),
       randomization_seed=a.seed + 1_000_003,
     )
-    evaluator = evaluation.Evaluator(eval_venv, ppo.make_policy, p.num_eval_envs, seed=a.seed + 17)
+    cache = self.make_step_cache(cfg)
+    evaluator = evaluation.Evaluator(eval_venv, ppo.make_policy, p.num_eval_envs, seed=a.seed + 17, step_cache=cache)
     compat = self.compat_fingerprint(cfg, ppo, ppo.obs_shapes)
-    return Session(cfg=cfg, env=env, venv=venv, ppo=ppo, evaluator=evaluator, compat=compat)
+    return Session(cfg=cfg, env=env, venv=venv, ppo=ppo, evaluator=evaluator, compat=compat, step_cache=cache)
+
+  #: PPO keys read only by the Python loop, never traced (left out of the step cache key).
+  LOOP_ONLY_PPO_KEYS = ("num_timesteps", "eval_every", "log_every", "checkpoint_every", "keep_last")
+
+  def make_step_cache(self, cfg: ResolvedConfig):
+    """The cache of lowered steps (`step_cache.StepCache`) for this configuration.
+
+    Entries live next to JAX's persistent compilation cache. Disabled with
+    `--no_step_cache`, without a compilation cache, and in multi-process runs.
+    """
+    import jax  # pylint: disable=import-outside-toplevel
+
+    from playground.common import distributed  # pylint: disable=import-outside-toplevel
+    from playground.common import step_cache  # pylint: disable=import-outside-toplevel
+
+    cache_dir = jax.config.jax_compilation_cache_dir
+    if not self.args.step_cache or not cache_dir or distributed.multi_process():
+      return step_cache.StepCache(None)
+    ppo_config = cfg.ppo_config.to_dict()
+    for key in self.LOOP_ONLY_PPO_KEYS:
+      ppo_config.pop(key, None)
+    env_config = cfg.env_config.to_dict()
+    material = {
+      "runner": f"{type(self).__module__}.{type(self).__qualname__}",
+      "env": self.args.env,
+      "task": self.args.task,
+      "seed": self.args.seed,
+      "env_config": env_config,
+      "ppo_config": ppo_config,
+      # Files named in the config (e.g. a reference motion) are baked into the trace.
+      "files": step_cache.named_file_digests(env_config),
+    }
+    return step_cache.StepCache(Path(cache_dir) / "steps", material)
 
   def initial_state(self, session: Session, restore_dir: Path | None, mode: str):
     """(TrainingState, EnvState, start step): fresh from the seed, or restored."""
@@ -475,6 +511,7 @@ class BaseRunner(abc.ABC):
     primary = distributed.is_primary()
     session = self.build(cfg)
     env, venv, ppo, evaluator, compat = session.env, session.venv, session.ppo, session.evaluator, session.compat
+    self._step_cache = session.step_cache
     if restore_meta is not None:
       self._check_compat(restore_meta.get("compat", {}), compat, "all" if a.resume else a.restore_mode)
 
@@ -626,9 +663,11 @@ class BaseRunner(abc.ABC):
     spi = ppo.env_steps_per_iteration
     step = start_step
     t0 = time.monotonic()
-    compiled = ppo.train_step.lower(ts, env_state).compile()
+    cache = self._step_cache
+    compiled = cache.compile("train_step", ppo.train_step, ts, env_state, donate=True)
     compile_time = time.monotonic() - t0
-    logger.info("training step compiled in %.1f s", compile_time)
+    how = {"hit": "loaded from the step cache and compiled"}.get(cache.last_outcome, "compiled")
+    logger.info("training step %s in %.1f s", how, compile_time)
     self.progress_callback(step, {"perf/compile_time_s": compile_time})
     next_log = _next_multiple(step, p.log_every)
     next_eval = _next_multiple(step, p.eval_every)
@@ -719,6 +758,12 @@ class BaseRunner(abc.ABC):
     parser.add_argument("--eval_every", type=int, help="env steps between evaluations")
     parser.add_argument("--log_every", type=int, help="env steps between progress lines")
     parser.add_argument("--compilation_cache_dir", help=f"JAX persistent cache (default {DEFAULT_CACHE_DIR})")
+    parser.add_argument(
+      "--no_step_cache",
+      dest="step_cache",
+      action="store_false",
+      help="trace the steps on every start instead of reusing their lowered form from the cache",
+    )
     parser.add_argument("--coordinator_address", help="multi-host: host:port of process 0 ($JAX_COORDINATOR_ADDRESS)")
     parser.add_argument("--num_processes", type=int, help="multi-host: number of processes ($JAX_NUM_PROCESSES)")
     parser.add_argument("--process_id", type=int, help="multi-host: this process's id ($JAX_PROCESS_ID)")
