@@ -66,7 +66,7 @@ def run(args, impl: str, num_envs: int | None) -> dict:
     "num_envs": p.num_envs,
     "compile_s": round(compile_s, 2),
     "trace_s": None if trace_s is None else round(trace_s, 2),
-    "step_cache": cache.last_outcome,
+    "step_cache": cache.last_outcome or "off",
     "env_steps_per_iteration": ppo.env_steps_per_iteration,
   }
   if args.compile_only:

@@ -29,7 +29,7 @@ TOLERANCE = {
 def _env(impl):
   config = joystick.default_config()
   config.impl = impl
-  config.naconmax = 64
+  config.naconmax_per_env = 64
   config.noise_config.level = 0.0
   config.push_config.enable = False
   config.delay.action_steps = (0, 0)

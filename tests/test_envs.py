@@ -7,6 +7,7 @@ import pytest
 
 from playground.common import training_env
 from playground.common.runner import RunArgs
+from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2.runner import ENVS
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
@@ -45,11 +46,15 @@ def test_reset_and_step_shapes_and_no_nan(env_name, task, impl):
     def step(state, key):
       action = jax.random.uniform(key, (NUM_ENVS, env.action_size), minval=-1, maxval=1)
       state, result = venv.step(state, action, models, first)
-      return state, (result.obs["state"], result.reward, result.done, result.truncation)
+      contacts = state.env.data._impl.nacon if impl == "warp" else jp.zeros(())  # pylint: disable=protected-access
+      return state, (result.obs["state"], result.reward, result.done, result.truncation, contacts)
 
     return jax.lax.scan(step, state, jax.random.split(key_act, NUM_STEPS))
 
-  state, (obs, reward, done, truncation) = jax.device_get(rollout(jax.random.PRNGKey(0)))
+  state, (obs, reward, done, truncation, contacts) = jax.device_get(rollout(jax.random.PRNGKey(0)))
+  if impl == "warp":
+    # The shared contact buffer never fills (Warp would drop contacts).
+    assert 0 < contacts.max() < state.env.data._impl.naconmax  # pylint: disable=protected-access
   assert state.env.obs["state"].shape == (NUM_ENVS, 101)
   assert state.env.obs["privileged_state"].shape == (NUM_ENVS, 167)
   assert obs.shape == (NUM_STEPS, NUM_ENVS, 101)
@@ -60,3 +65,15 @@ def test_reset_and_step_shapes_and_no_nan(env_name, task, impl):
   assert np.all(truncation <= done)
   metrics = state.env.metrics
   assert set(metrics) == {f"reward/{k}" for k in env.active_reward_terms}
+
+
+def test_warp_contact_buffer_is_sized_by_the_traced_batch():
+  env, venv = _venv("joystick", "flat_terrain", impl="warp")
+  for n in (4, 32):
+    shapes = jax.eval_shape(
+      lambda k, n=n: venv.reset(k, venv.models(jp.arange(n))), jax.random.split(jax.random.PRNGKey(0), n)
+    )
+    naconmax = shapes.env.data._impl.naconmax  # pylint: disable=protected-access
+    assert naconmax == max(env.config.naconmax_per_env * n, base.MIN_NACONMAX)
+  assert (base.warp_contact_buffer(12, 4), base.warp_contact_buffer(12, 32)) == (64, 384)
+  assert env.batch_size == 1  # restored after tracing

@@ -13,7 +13,6 @@ import jax
 import jax.numpy as jp
 import numpy as np
 import pytest
-
 from helpers import REPO_ROOT
 
 from playground.common import step_cache

@@ -135,24 +135,37 @@ class VecEnv:
     return self._randomization_fn(self.env.mjx_model, keys)
 
   @contextlib.contextmanager
-  def _using(self, model: mjx.Model):
-    """Makes the env simulate `model` while its methods are traced."""
+  def _using(self, model: mjx.Model, batch_size: int):
+    """Makes the env simulate `model` while its methods are traced.
+
+    An env with a `batch_size` attribute also learns how many environments
+    the traced batch holds (e.g. to size MuJoCo Warp's shared buffers).
+    """
     env = self.env.unwrapped
-    original = env._mjx_model  # pylint: disable=protected-access
+    original = env._mjx_model, getattr(env, "batch_size", None)  # pylint: disable=protected-access
     env._mjx_model = model  # pylint: disable=protected-access
+    if original[1] is not None:
+      env.batch_size = batch_size
     try:
       yield env
     finally:
-      env._mjx_model = original  # pylint: disable=protected-access
+      env._mjx_model = original[0]  # pylint: disable=protected-access
+      if original[1] is not None:
+        env.batch_size = original[1]
 
   def _vmap(self, fn, models):
     model, in_axes = models
 
-    def call(m, *args):
-      with self._using(m) as env:
-        return fn(env, *args)
+    def batched(*args):
+      batch_size = jax.tree_util.tree_leaves(args)[0].shape[0]
 
-    return lambda *args: jax.vmap(call, in_axes=(in_axes,) + (0,) * len(args))(model, *args)
+      def call(m, *a):
+        with self._using(m, batch_size) as env:
+          return fn(env, *a)
+
+      return jax.vmap(call, in_axes=(in_axes,) + (0,) * len(args))(model, *args)
+
+    return batched
 
   def reset(self, keys: jax.Array, models) -> EnvState:
     """Fresh episodes for all environments (`keys`: one per env)."""
