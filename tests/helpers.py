@@ -23,3 +23,15 @@ def run_cli(*args, timeout=900, script=DUCK, env=None):
     env=full_env,
     cwd=REPO_ROOT,
   )
+
+
+def assert_trees_equal(a, b):
+  """Same tree structure and bit-identical leaves."""
+  import jax  # pylint: disable=import-outside-toplevel
+  import numpy as np  # pylint: disable=import-outside-toplevel
+
+  leaves_a, tree_a = jax.tree_util.tree_flatten(a)
+  leaves_b, tree_b = jax.tree_util.tree_flatten(b)
+  assert tree_a == tree_b
+  for x, y in zip(leaves_a, leaves_b):
+    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

@@ -19,6 +19,7 @@ import orbax.checkpoint as ocp
 import pytest
 from helpers import DUCK
 from helpers import REPO_ROOT
+from helpers import assert_trees_equal
 from helpers import run_cli
 
 from playground.common import checkpointing
@@ -32,14 +33,6 @@ SMOKE = ("--preset", "smoke")
 def load_tree(step_dir: Path):
   with ocp.StandardCheckpointer() as checkpointer:
     return checkpointer.restore(Path(step_dir) / "state")
-
-
-def assert_trees_equal(a, b):
-  leaves_a, tree_a = jax.tree_util.tree_flatten(a)
-  leaves_b, tree_b = jax.tree_util.tree_flatten(b)
-  assert tree_a == tree_b
-  for x, y in zip(leaves_a, leaves_b):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 def assert_leaves_equal(a, b):

@@ -14,6 +14,7 @@ import jax.numpy as jp
 import numpy as np
 import pytest
 from helpers import REPO_ROOT
+from helpers import assert_trees_equal
 
 from playground.common import step_cache
 from playground.common.step_cache import StepCache
@@ -35,14 +36,6 @@ def args():
   return State(x=jp.linspace(-2.0, 2.0, 64).reshape(8, 8), count=jp.zeros((), jp.int32)), jp.float32(1.5)
 
 
-def assert_same(a, b):
-  la, ta = jax.tree_util.tree_flatten(a)
-  lb, tb = jax.tree_util.tree_flatten(b)
-  assert ta == tb
-  for x, y in zip(la, lb):
-    np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-
-
 def test_second_compile_loads_the_entry_and_matches_plain_jit(tmp_path):
   fn = jax.jit(step)
   expected = fn(*args())
@@ -53,8 +46,8 @@ def test_second_compile_loads_the_entry_and_matches_plain_jit(tmp_path):
   second = StepCache(tmp_path, {"config": 1})
   out2 = second.compile("step", fn, *args())(*args())
   assert second.last_outcome == "hit"
-  assert_same(out1, expected)
-  assert_same(out2, expected)
+  assert_trees_equal(out1, expected)
+  assert_trees_equal(out2, expected)
   assert out2[0].label == "static"  # static pytree data survives the round trip
 
 
@@ -68,7 +61,7 @@ def test_donated_sharded_arguments(tmp_path):
     cache = StepCache(tmp_path)
     out = cache.compile("donated", fn, state, scale, donate=True)(state, scale)
     assert cache.last_outcome == outcome
-    assert_same(out, expected)
+    assert_trees_equal(out, expected)
 
 
 def test_key_covers_key_material_and_argument_shapes(tmp_path):
@@ -95,7 +88,7 @@ def test_a_damaged_entry_is_rebuilt(tmp_path, caplog):
     out = cache.compile("step", fn, *args())(*args())
   assert "unreadable" in caplog.text
   assert cache.last_outcome == "miss"
-  assert_same(out, jax.jit(step)(*args()))
+  assert_trees_equal(out, jax.jit(step)(*args()))
   again = StepCache(tmp_path)
   again.compile("step", fn, *args())
   assert again.last_outcome == "hit"
@@ -113,7 +106,7 @@ def test_steps_that_cannot_be_exported_compile_without_the_cache(tmp_path):
     cache = StepCache(tmp_path)
     out = cache.compile("callback", fn, *args())(*args())
     assert cache.last_outcome == "unsupported"
-    assert_same(out, expected)
+    assert_trees_equal(out, expected)
   (marker,) = tmp_path.glob("callback-*.jaxexport")
   assert marker.read_bytes() == b"unsupported\n"
 
@@ -122,7 +115,7 @@ def test_disabled_cache_is_plain_compilation():
   cache = StepCache(None)
   out = cache.compile("step", jax.jit(step), *args())(*args())
   assert cache.last_outcome == "disabled"
-  assert_same(out, jax.jit(step)(*args()))
+  assert_trees_equal(out, jax.jit(step)(*args()))
 
 
 def test_files_named_in_the_config_are_part_of_the_key(tmp_path):
