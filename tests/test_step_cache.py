@@ -7,6 +7,7 @@ bit-identical to plain compilation) is tested in `test_run_management.py`.
 import logging
 import subprocess
 import sys
+import time
 
 import flax
 import jax
@@ -78,6 +79,23 @@ def test_key_covers_key_material_and_argument_shapes(tmp_path):
   assert len(list(tmp_path.glob("step-*.jaxexport"))) == 3
 
 
+def test_least_recently_used_entries_are_pruned(tmp_path):
+  fn = jax.jit(step)
+  for config in (1, 2):
+    StepCache(tmp_path, {"config": config}, keep=2).compile("step", fn, *args())
+  time.sleep(0.05)
+  StepCache(tmp_path, {"config": 1}, keep=2).compile("step", fn, *args())  # a hit refreshes it
+  time.sleep(0.05)
+  StepCache(tmp_path, {"config": 3}, keep=2).compile("step", fn, *args())
+  assert len(list(tmp_path.glob("step-*.jaxexport"))) == 2
+  outcomes = {}
+  for config in (1, 2, 3):
+    cache = StepCache(tmp_path, {"config": config}, keep=10)
+    cache.compile("step", fn, *args())
+    outcomes[config] = cache.last_outcome
+  assert outcomes == {1: "hit", 2: "miss", 3: "hit"}
+
+
 def test_a_damaged_entry_is_rebuilt(tmp_path, caplog):
   fn = jax.jit(step)
   StepCache(tmp_path).compile("step", fn, *args())
@@ -147,6 +165,7 @@ def test_key_material_is_stable_json(material, tmp_path):
 
 LINALG_STEP = """
 import sys
+import time
 import jax
 import jax.numpy as jp
 from playground.common.step_cache import StepCache

@@ -27,6 +27,7 @@ does not try again. An unreadable entry is removed and rebuilt.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -46,6 +47,7 @@ import jax
 logger = logging.getLogger("playground")
 
 FORMAT_VERSION = 1
+DEFAULT_KEEP = 16
 _UNSUPPORTED = b"unsupported\n"
 _ENVIRONMENT_DIGEST: str | None = None
 
@@ -59,10 +61,19 @@ class StepCache:
     key_material: JSON-serializable facts that change the traced program and
       are not visible in the arguments (configuration, seeds baked into the
       trace, ...).
+    keep: entries kept per step name; the least recently used ones are
+      deleted when a new one is written, so editing the code does not grow
+      the cache without bound.
   """
 
-  def __init__(self, directory: str | os.PathLike | None, key_material: dict[str, Any] | None = None):
+  def __init__(
+    self,
+    directory: str | os.PathLike | None,
+    key_material: dict[str, Any] | None = None,
+    keep: int = DEFAULT_KEEP,
+  ):
     self.directory = Path(directory) if directory is not None else None
+    self.keep = keep
     self._material = json.dumps(key_material or {}, sort_keys=True, default=str)
     #: What the last `compile` did: "disabled", "hit", "miss" or "unsupported".
     self.last_outcome = ""
@@ -91,6 +102,8 @@ class StepCache:
       self.last_outcome = "miss"
     else:
       self.last_outcome = "hit"
+      with contextlib.suppress(OSError):
+        os.utime(path)  # recently used entries survive pruning
     exported, out_tree = entry
     _prepare_cpu_kernels()
     donate_argnums = tuple(range(len(leaves))) if donate else ()
@@ -137,6 +150,7 @@ class StepCache:
       _write(path, _UNSUPPORTED)
       return None
     _write(path, payload)
+    _prune(path.parent, name, self.keep)
     logger.debug("%s traced and exported in %.1f s (%s)", name, time.monotonic() - start, path)
     return exported, out_tree["tree"]
 
@@ -186,6 +200,18 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
   except OSError as e:
     logger.warning("could not write step cache entry %s: %s", path, e)
+
+
+def _prune(directory: Path, name: str, keep: int) -> None:
+  """Deletes all but the `keep` most recently written or loaded entries of `name`."""
+  entries = []
+  for path in directory.glob(f"{name}-*.jaxexport"):
+    try:
+      entries.append((path.stat().st_mtime, path))
+    except OSError:
+      continue
+  for _, path in sorted(entries, reverse=True)[keep:]:
+    path.unlink(missing_ok=True)
 
 
 def _first_line(e: BaseException) -> str:
