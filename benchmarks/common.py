@@ -43,27 +43,21 @@ def machine() -> dict[str, Any]:
   }
 
 
-def make_runner(env_name: str, task: str, overrides: list[str], preset: str = "full", num_envs: int | None = None):
-  """The Open Duck Mini V2 runner for a configuration and its resolved config (validated)."""
+def build_env(env_name: str, task: str, overrides: list[str], preset: str = "full", num_envs: int | None = None):
+  """The Open Duck Mini V2 runner's own env, randomizer and VecEnv for a configuration.
+
+  Goes through `resolve_config`, so overrides get the runner's validation.
+  Returns (runner, env, venv, resolved config).
+  """
+  from playground.common import training_env  # pylint: disable=import-outside-toplevel
   from playground.common.runner import RunArgs  # pylint: disable=import-outside-toplevel
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
 
   runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task, preset=preset, num_envs=num_envs, overrides=overrides))
-  return runner, runner.resolve_config()
-
-
-def build_env(env_name: str, task: str, overrides: list[str], preset: str = "full", num_envs: int | None = None):
-  """The runner's own env, randomizer and VecEnv for a configuration.
-
-  Goes through `resolve_config`, so overrides get the runner's validation.
-  Returns (env, venv, resolved config).
-  """
-  from playground.common import training_env  # pylint: disable=import-outside-toplevel
-
-  runner, cfg = make_runner(env_name, task, overrides, preset, num_envs)
+  cfg = runner.resolve_config()
   env = runner.make_env(env_name, task, cfg.env_config)
   venv = training_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
-  return env, venv, cfg
+  return runner, env, venv, cfg
 
 
 def time_call(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:

@@ -23,7 +23,7 @@ def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_
   import jax.numpy as jp  # pylint: disable=import-outside-toplevel
   from mujoco import mjx  # pylint: disable=import-outside-toplevel
 
-  env, venv, _ = build_env(env_name, task, [f"impl={impl}", *overrides])
+  _, env, venv, _ = build_env(env_name, task, [f"impl={impl}", *overrides])
   models = venv.models(jp.arange(num_envs))  # eager: in_axes must stay a static tree
   model_batch, in_axes = models
   state = jax.jit(lambda k: venv.reset(jax.random.split(k, num_envs), models))(jax.random.PRNGKey(0))

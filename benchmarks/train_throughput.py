@@ -21,15 +21,14 @@ import time
 from benchmarks.common import build_env
 from benchmarks.common import emit
 from benchmarks.common import machine
-from benchmarks.common import make_runner
 from benchmarks.common import time_call
 
 
 def build(env_name: str, task: str, preset: str, num_envs: int | None, overrides: list[str]):
   from playground.common import ppo as ppo_lib  # pylint: disable=import-outside-toplevel
 
-  env, venv, cfg = build_env(env_name, task, overrides, preset, num_envs)
-  return env, venv, ppo_lib.PPO(venv, cfg.ppo_config), cfg
+  runner, env, venv, cfg = build_env(env_name, task, overrides, preset, num_envs)
+  return runner, env, venv, ppo_lib.PPO(venv, cfg.ppo_config), cfg
 
 
 def run(args, impl: str, num_envs: int | None) -> dict:
@@ -42,10 +41,9 @@ def run(args, impl: str, num_envs: int | None) -> dict:
   overrides = [*args.set, f"impl={impl}"]
   if args.cache_dir:
     setup_compilation_cache(args.cache_dir)
-  env, venv, ppo, cfg = build(args.env, args.task, args.preset, num_envs, overrides)
+  runner, env, venv, ppo, cfg = build(args.env, args.task, args.preset, num_envs, overrides)
   cache = StepCache(None)
   if args.cache_dir and not args.no_step_cache:
-    runner, _ = make_runner(args.env, args.task, overrides, args.preset, num_envs)
     cache = runner.make_step_cache(cfg)
   p = cfg.ppo_config
   ts = ppo.init_training_state(0)

@@ -510,8 +510,7 @@ class BaseRunner(abc.ABC):
     a, p = self.args, cfg.ppo_config
     primary = distributed.is_primary()
     session = self.build(cfg)
-    env, venv, ppo, evaluator, compat = session.env, session.venv, session.ppo, session.evaluator, session.compat
-    self._step_cache = session.step_cache
+    env, venv, ppo, compat = session.env, session.venv, session.ppo, session.compat
     if restore_meta is not None:
       self._check_compat(restore_meta.get("compat", {}), compat, "all" if a.resume else a.restore_mode)
 
@@ -567,7 +566,7 @@ class BaseRunner(abc.ABC):
 
     def worker():
       try:
-        result["status"] = self._loop(ppo, evaluator, ts, env_state, start_step, total, checkpoint_every, ctx, np)
+        result["status"] = self._loop(session, ts, env_state, start_step, total, checkpoint_every, ctx, np)
       except BaseException as e:  # pylint: disable=broad-except
         result["error"] = e
 
@@ -656,14 +655,15 @@ class BaseRunner(abc.ABC):
     )
     return distributed.to_global(ts, ppo.replicated), ppo.init_env_state(), 0
 
-  def _loop(self, ppo, evaluator, ts, env_state, start_step, total, checkpoint_every, ctx, np):
+  def _loop(self, session, ts, env_state, start_step, total, checkpoint_every, ctx, np):
     from playground.common import distributed  # pylint: disable=import-outside-toplevel
+
+    ppo, evaluator, cache = session.ppo, session.evaluator, session.step_cache
 
     p = ppo.config
     spi = ppo.env_steps_per_iteration
     step = start_step
     t0 = time.monotonic()
-    cache = self._step_cache
     compiled = cache.compile("train_step", ppo.train_step, ts, env_state, donate=True)
     compile_time = time.monotonic() - t0
     how = {"hit": "loaded from the step cache and compiled"}.get(cache.last_outcome, "compiled")

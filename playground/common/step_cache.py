@@ -91,19 +91,16 @@ class StepCache:
     specs = [_spec(x) for x in leaves]
     path = self.directory / f"{name}-{self._key(name, in_tree, specs)[:32]}.jaxexport"
     entry = _read(path)
-    if entry is _UNSUPPORTED:
-      self.last_outcome = "unsupported"
-      return fn.lower(*args).compile()
     if entry is None:
       entry = self._export(name, fn, in_tree, specs, path)
-      if entry is None:
-        self.last_outcome = "unsupported"
-        return fn.lower(*args).compile()
       self.last_outcome = "miss"
     else:
       self.last_outcome = "hit"
       with contextlib.suppress(OSError):
         os.utime(path)  # recently used entries survive pruning
+    if entry is _UNSUPPORTED:
+      self.last_outcome = "unsupported"
+      return fn.lower(*args).compile()
     exported, out_tree = entry
     _prepare_cpu_kernels()
     donate_argnums = tuple(range(len(leaves))) if donate else ()
@@ -148,7 +145,7 @@ class StepCache:
     except Exception as e:  # noqa: BLE001  (any export limitation means: compile without the cache)
       logger.info("%s cannot be kept in the step cache (%s); compiling it each start", name, _first_line(e))
       _write(path, _UNSUPPORTED)
-      return None
+      return _UNSUPPORTED
     _write(path, payload)
     _prune(path.parent, name, self.keep)
     logger.debug("%s traced and exported in %.1f s (%s)", name, time.monotonic() - start, path)

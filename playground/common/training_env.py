@@ -142,16 +142,17 @@ class VecEnv:
     the traced batch holds (e.g. to size MuJoCo Warp's shared buffers).
     """
     env = self.env.unwrapped
-    original = env._mjx_model, getattr(env, "batch_size", None)  # pylint: disable=protected-access
+    original_model = env._mjx_model  # pylint: disable=protected-access
+    original_batch_size = getattr(env, "batch_size", None)
     env._mjx_model = model  # pylint: disable=protected-access
-    if original[1] is not None:
+    if original_batch_size is not None:
       env.batch_size = batch_size
     try:
       yield env
     finally:
-      env._mjx_model = original[0]  # pylint: disable=protected-access
-      if original[1] is not None:
-        env.batch_size = original[1]
+      env._mjx_model = original_model  # pylint: disable=protected-access
+      if original_batch_size is not None:
+        env.batch_size = original_batch_size
 
   def _vmap(self, fn, models):
     model, in_axes = models
