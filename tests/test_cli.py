@@ -7,6 +7,7 @@ import orbax.checkpoint as ocp
 import pytest
 from helpers import run_cli
 
+from playground.common import distributed
 from playground.common.tensorboard_reader import read_scalars
 
 
@@ -50,6 +51,10 @@ def test_smoke_run_writes_a_loadable_orbax_checkpoint_and_config(smoke_run):
   assert config["env_config"]["ctrl_dt"] == 0.02 and "jax" in config["versions"]
   # impl=auto resolves to MJX's JAX implementation on a CPU.
   assert config["env_config"]["impl"] == "auto" and config["physics_impl"] == "jax"
+  # --cpu_devices auto: one device per core that divides 16 training and 8 eval envs.
+  devices = distributed.auto_cpu_devices(distributed.available_cores(), 16, 8)
+  assert config["device_count"] == devices and config["flags"]["cpu_devices"] == "auto"
+  assert f"on {devices} cpu device(s)" in smoke_run[1].stderr
 
 
 @pytest.mark.parametrize(
@@ -64,6 +69,8 @@ def test_smoke_run_writes_a_loadable_orbax_checkpoint_and_config(smoke_run):
     (["--bogus"], "valid flags:"),
     (["--restore_mode", "model"], "needs --restore_checkpoint_path"),
     (["--set", "impl=mjx"], "impl must be one of auto, jax, warp"),
+    (["--cpu_devices", "0"], "--cpu_devices must be 'auto' or a positive integer"),
+    (["--preset", "smoke", "--cpu_devices", "3"], "num_envs=16 must be divisible by the 3 devices"),
   ],
 )
 def test_bad_input_is_one_clear_line_and_touches_nothing(tmp_path, args, expected):

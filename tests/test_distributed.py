@@ -5,6 +5,7 @@ devices; `jax.distributed` on loopback joins two processes into one run.
 """
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -12,17 +13,23 @@ import sys
 import pytest
 from helpers import DUCK
 from helpers import REPO_ROOT
+from helpers import run_cli
 
 from playground.common import checkpointing
+from playground.common import config
+from playground.common import distributed
 from playground.common.tensorboard_reader import read_scalars
 
 TWO_DEVICES = "--xla_force_host_platform_device_count=2"
 
 REPLICATION_CHECK = """
+import sys
 import jax, numpy as np
 from playground.common.runner import RunArgs
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+from playground.common.runner import setup_compilation_cache
 assert jax.device_count() == 2, jax.devices()
+setup_compilation_cache(None)  # the test run's cache ($PLAYGROUND_JAX_CACHE)
 runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke"))
 session = runner.build(runner.resolve_config())
 ppo = session.ppo
@@ -38,6 +45,35 @@ for leaf in jax.tree_util.tree_leaves(ts):
 halves = [np.asarray(s.data) for s in env_state.env.data.qpos.addressable_shards]
 assert halves[0].shape[0] == 8 and not np.array_equal(halves[0], halves[1])
 print("REPLICATED", int(ts.env_steps))
+
+# The step cache on 2 devices: a stored (miss) and a loaded (hit) step give the
+# plain step's results, call after call (outputs fit the next call's shardings).
+from playground.common.step_cache import StepCache
+from helpers import assert_trees_equal
+def two_steps(step):
+  t, e, _ = runner.initial_state(session, None, "all")
+  for _ in range(2):
+    t, e, _ = step(t, e)
+  return jax.device_get((t, e))
+plain = two_steps(ppo.train_step)
+cache = StepCache(sys.argv[1])
+for outcome in ("miss", "hit"):
+  t, e, _ = runner.initial_state(session, None, "all")
+  step = cache.compile("train_step", ppo.train_step, t, e, donate=True)
+  assert cache.last_outcome == outcome, cache.last_outcome
+  assert_trees_equal(two_steps(step), plain)
+
+# Evaluation split over both devices scores every episode as on one device.
+from playground.common.evaluation import Evaluator
+params = ppo.inference_params(ts)
+evals = [
+  Evaluator(session.evaluator._venv, ppo.make_policy, 8, seed=3, mesh=mesh).run(params)
+  for mesh in (None, ppo.mesh)
+]
+# (XLA's arithmetic may differ in the last bits between batch sizes 8 and 4.)
+for k in ("eval/episode_reward", "eval/episode_length", "eval/episode_reward_std"):
+  np.testing.assert_allclose(evals[0][k], evals[1][k], rtol=1e-3)
+print("SHARDED", evals[1]["eval/episode_reward"])
 """
 
 
@@ -45,17 +81,48 @@ def _env(**extra):
   return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
 
 
-def test_two_devices_train_and_stay_replicated():
+def test_two_devices_train_and_stay_replicated(tmp_path):
   result = subprocess.run(
-    [sys.executable, "-c", REPLICATION_CHECK],
+    [sys.executable, "-c", REPLICATION_CHECK, str(tmp_path / "steps")],
     capture_output=True,
     text=True,
     timeout=900,
-    env=_env(XLA_FLAGS=TWO_DEVICES),
+    env=_env(XLA_FLAGS=TWO_DEVICES, PYTHONPATH=str(REPO_ROOT / "tests")),
     cwd=REPO_ROOT,
   )
   assert result.returncode == 0, result.stderr[-3000:]
-  assert "REPLICATED 2560" in result.stdout
+  assert "REPLICATED 2560" in result.stdout and "SHARDED" in result.stdout
+
+
+@pytest.mark.parametrize(
+  "cores_and_batches, expected",
+  [((8, 128, 32), 8), ((6, 128, 32), 4), ((2, 15, 8), 1), ((1, 16, 8), 1), ((64, 16, 8), 8)],
+)
+def test_auto_cpu_devices_is_one_per_core_dividing_every_batch(cores_and_batches, expected):
+  assert distributed.auto_cpu_devices(*cores_and_batches) == expected
+
+
+def test_cpu_devices_values():
+  assert config.parse_cpu_devices("auto") == "auto" and config.parse_cpu_devices("4") == 4
+  assert config.parse_cpu_devices(None) is None
+  for bad in ("0", "-2", "two", "1.5"):
+    with pytest.raises(config.ConfigError, match="'auto' or a positive integer"):
+      config.parse_cpu_devices(bad)
+
+
+def test_a_run_resumes_on_another_device_count(tmp_path, smoke_run):
+  """The checkpoint holds the whole env batch, so --resume re-splits it over any device count."""
+  smoke_dir, result = smoke_run
+  before = 1 if "on 1 cpu device(s)" in result.stderr else 2
+  after = 2 if before == 1 else 1
+  shutil.copytree(smoke_dir, tmp_path / "smoke")
+  resumed = run_cli(
+    "--preset", "smoke", "--output_dir", tmp_path, "--exp_name", "smoke", "--resume",
+    "--num_timesteps", 3840, "--cpu_devices", after,
+  )  # fmt: skip
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert f"on {after} cpu device(s)" in resumed.stderr and "start at 2,560" in resumed.stderr
+  assert [int(p.name) for p in checkpointing.list_checkpoints(tmp_path / "smoke")][-1] == 3840
 
 
 def test_num_envs_must_divide_evenly_over_devices(tmp_path):

@@ -146,3 +146,20 @@ def check_choice(flag: str, value: str, choices: Sequence[str]) -> str:
   if value not in choices:
     raise ConfigError(f"unknown {flag} '{value}'{suggest(value, choices)}; valid choices: " + ", ".join(choices))
   return value
+
+
+def parse_cpu_devices(value: str | int | None) -> int | str | None:
+  """Validates a `--cpu_devices` value: 'auto', a positive integer or None.
+
+  Raises:
+    ConfigError: with a one-line message naming the valid values.
+  """
+  if value is None or value == "auto":
+    return value
+  try:
+    count = int(value)
+  except (TypeError, ValueError):
+    count = 0
+  if count < 1 or str(value).strip() != str(count):
+    raise ConfigError(f"--cpu_devices must be 'auto' or a positive integer (devices on the CPU), got {value!r}")
+  return count

@@ -26,6 +26,8 @@ logger = logging.getLogger("playground")
 ENV_COORDINATOR = "JAX_COORDINATOR_ADDRESS"
 ENV_NUM_PROCESSES = "JAX_NUM_PROCESSES"
 ENV_PROCESS_ID = "JAX_PROCESS_ID"
+ENV_NUM_CPU_DEVICES = "JAX_NUM_CPU_DEVICES"
+XLA_DEVICE_COUNT_FLAG = "--xla_force_host_platform_device_count"
 
 
 def initialize(
@@ -114,3 +116,86 @@ def barrier(name: str) -> None:
     from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
 
     multihost_utils.sync_global_devices(name)
+
+
+# ---- CPU devices.
+
+
+def available_cores() -> int:
+  """CPU cores this process may use: its affinity mask, capped by a cgroup quota."""
+  try:
+    cores = len(os.sched_getaffinity(0))
+  except (AttributeError, OSError):
+    cores = os.cpu_count() or 1
+  quota = _cgroup_cpu_quota()
+  if quota is not None:
+    cores = min(cores, max(1, int(quota)))
+  return max(1, cores)
+
+
+def _cgroup_cpu_quota() -> float | None:
+  """CPUs granted by a cgroup v2 `cpu.max` or v1 CFS quota (None: no limit)."""
+  try:
+    quota, period = open("/sys/fs/cgroup/cpu.max", encoding="ascii").read().split()[:2]
+    return None if quota == "max" else int(quota) / int(period)
+  except (OSError, ValueError):
+    pass
+  try:
+    quota = int(open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us", encoding="ascii").read())
+    period = int(open("/sys/fs/cgroup/cpu/cpu.cfs_period_us", encoding="ascii").read())
+    return quota / period if quota > 0 and period > 0 else None
+  except (OSError, ValueError):
+    return None
+
+
+def auto_cpu_devices(cores: int, *batch_sizes: int) -> int:
+  """The most CPU devices, at most one per core, that split every batch evenly."""
+  return max(d for d in range(1, max(1, cores) + 1) if all(b % d == 0 for b in batch_sizes))
+
+
+def configure_cpu_devices(setting: str | int | None, batch_sizes: tuple[int, ...], multi: bool) -> int | None:
+  """Sets how many devices JAX's CPU backend has, before JAX starts.
+
+  XLA runs a training step on about one core per CPU device, so one device
+  per core is the fast setting on a CPU-only machine (the env batch is split
+  over the devices like over GPUs). On a machine whose JAX runs on a GPU the
+  setting has no effect on training.
+
+  Args:
+    setting: None leaves JAX's configuration alone; 'auto' uses
+      `auto_cpu_devices(available_cores(), *batch_sizes)` unless the user
+      already chose a count (${ENV_NUM_CPU_DEVICES} or
+      `XLA_FLAGS=--xla_force_host_platform_device_count`) or the run is
+      multi-process; an integer sets that count.
+    batch_sizes: env batches that must split evenly (training and evaluation).
+    multi: whether this is one process of a multi-process run.
+
+  Returns:
+    The count that was set, or None when it was left alone.
+
+  Raises:
+    ValueError: an explicit count in a process whose JAX already started with
+      another count.
+  """
+  if setting is None:
+    return None
+  if setting == "auto":
+    if multi or os.environ.get(ENV_NUM_CPU_DEVICES) or XLA_DEVICE_COUNT_FLAG in os.environ.get("XLA_FLAGS", ""):
+      return None
+    count = auto_cpu_devices(available_cores(), *batch_sizes)
+  else:
+    count = int(setting)
+  if jax.config.jax_num_cpu_devices == count:
+    return count
+  try:
+    jax.config.update("jax_num_cpu_devices", count)
+  except RuntimeError:
+    # JAX already runs in this process (e.g. a library call after other JAX work).
+    have = len(jax.devices("cpu"))
+    if setting == "auto" or have == count:
+      return None
+    raise ValueError(
+      f"--cpu_devices {count}: JAX already started in this process with {have} CPU device(s); "
+      "choose the count before any JAX operation"
+    ) from None
+  return count

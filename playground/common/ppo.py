@@ -208,7 +208,23 @@ class PPO:
     state's key, so the initial states follow from the seed and need no
     separate compilation.
     """
-    return distributed.to_global(self.venv.placeholder(self.process_num_envs), self.sharded)
+    return distributed.to_global(self.env_state_template(process_only=True), self.sharded)
+
+  def env_state_template(self, process_only: bool = False) -> EnvState:
+    """A placeholder batch state in the global layout (host arrays, no device).
+
+    The global env state is every device's own batch state, concatenated.
+    For per-env leaves that is one batch of `num_envs`; leaves without an
+    env axis (MuJoCo Warp's contact buffer and counters, shared by one
+    device's batch) get one copy per device.
+
+    Args:
+      process_only: only the part of this process's devices.
+    """
+    me = jax.process_index()
+    copies = sum(d.process_index == me for d in self.devices) if process_only else len(self.devices)
+    local = self.venv.placeholder(self.local_num_envs)
+    return jax.tree_util.tree_map(lambda x: np.concatenate([np.asarray(x)] * copies), local)
 
   def _local_env_index(self) -> jax.Array:
     offset = jax.lax.axis_index(AXIS) * self.local_num_envs

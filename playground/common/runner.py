@@ -91,6 +91,9 @@ class RunArgs:
   log_every: int | None = None
   compilation_cache_dir: str | None = None
   step_cache: bool = True
+  #: 'auto' (the command line's default: one CPU device per core), a count,
+  #: or None (leave JAX's configuration alone: the default for library use).
+  cpu_devices: str | int | None = None
   coordinator_address: str | None = None
   num_processes: int | None = None
   process_id: int | None = None
@@ -263,6 +266,7 @@ class BaseRunner(abc.ABC):
       raise ConfigError(f"--checkpoint_every must be positive, got {a.checkpoint_every}")
     if a.keep_last is not None and a.keep_last < 0:
       raise ConfigError(f"--keep_last must be >= 0 (0 keeps all), got {a.keep_last}")
+    config_lib.parse_cpu_devices(a.cpu_devices)
     return ResolvedConfig(env_config=env_config, ppo_config=ppo)
 
   # ---- Run directory.
@@ -405,7 +409,13 @@ class BaseRunner(abc.ABC):
     cfg = self.resolve_config()
     a = self.args
     try:
-      distributed.initialize(a.coordinator_address, a.num_processes, a.process_id)
+      multi = distributed.initialize(a.coordinator_address, a.num_processes, a.process_id)
+      p, setting = cfg.ppo_config, config_lib.parse_cpu_devices(a.cpu_devices)
+      if setting == "auto" and cfg.env_config.get("impl") == "warp":
+        # warp-lang's CPU kernels do not overlap across devices: several CPU
+        # devices train MuJoCo Warp about 2x slower than one (measured).
+        setting = None
+      distributed.configure_cpu_devices(setting, (p.num_envs, p.num_eval_envs), multi)
     except ValueError as e:
       raise ConfigError(str(e)) from None
     run_dir, restore_dir = self.prepare_run_dir()
@@ -453,7 +463,9 @@ class BaseRunner(abc.ABC):
       randomization_seed=a.seed + 1_000_003,
     )
     cache = self.make_step_cache(cfg)
-    evaluator = evaluation.Evaluator(eval_venv, ppo.make_policy, p.num_eval_envs, seed=a.seed + 17, step_cache=cache)
+    evaluator = evaluation.Evaluator(
+      eval_venv, ppo.make_policy, p.num_eval_envs, seed=a.seed + 17, step_cache=cache, mesh=ppo.mesh
+    )
     compat = self.compat_fingerprint(cfg, ppo, ppo.obs_shapes)
     return Session(cfg=cfg, env=env, venv=venv, ppo=ppo, evaluator=evaluator, compat=compat, step_cache=cache)
 
@@ -622,7 +634,7 @@ class BaseRunner(abc.ABC):
     # keeps the replicated training state and its own share of the envs.
     del env_state
     local_ts = distributed.host_local(ts)
-    placeholder = venv.placeholder(ppo.config.num_envs)
+    placeholder = ppo.env_state_template()
     template = {"training_state": local_ts, "env_state": venv.compact(placeholder)}
     try:
       tree = checkpointing.restore(restore_dir, checkpointing.abstract(template))
@@ -711,10 +723,7 @@ class BaseRunner(abc.ABC):
     return "done"
 
   def _evaluate(self, evaluator, ppo, ts, step: int) -> None:
-    from playground.common import distributed  # pylint: disable=import-outside-toplevel
-
-    if not distributed.is_primary():
-      return
+    # Every process simulates its share of the episodes; process 0 logs them.
     t0 = time.monotonic()
     metrics = evaluator.run(ppo.inference_params(ts))
     metrics["perf/eval_time_s"] = time.monotonic() - t0
@@ -763,6 +772,12 @@ class BaseRunner(abc.ABC):
       dest="step_cache",
       action="store_false",
       help="trace the steps on every start instead of reusing their lowered form from the cache",
+    )
+    parser.add_argument(
+      "--cpu_devices",
+      default="auto",
+      help="JAX devices on a CPU-only machine: auto (one per core, dividing num_envs) or a count; "
+      "no effect when JAX runs on a GPU",
     )
     parser.add_argument("--coordinator_address", help="multi-host: host:port of process 0 ($JAX_COORDINATOR_ADDRESS)")
     parser.add_argument("--num_processes", type=int, help="multi-host: number of processes ($JAX_NUM_PROCESSES)")
@@ -907,6 +922,7 @@ def write_config(run_dir: Path, runner: BaseRunner, cfg: ResolvedConfig, version
     "versions": versions,
     "physics_impl": getattr(env, "impl", None),
     "platform": jax.default_backend(),
+    "device_count": jax.device_count(),
     "git_commit": git_commit(),
     "restored_from": str(restore_dir) if restore_dir else None,
     "written": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -929,5 +945,7 @@ def resume_command(args: RunArgs, run_dir: Path) -> str:
     parts.append(f"--num_timesteps {args.num_timesteps}")
   if args.num_envs:
     parts.append(f"--num_envs {args.num_envs}")
+  if args.cpu_devices not in (None, "auto"):
+    parts.append(f"--cpu_devices {args.cpu_devices}")
   parts += [f"--set {o}" for o in args.overrides]
   return " ".join(parts)

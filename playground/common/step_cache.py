@@ -86,7 +86,7 @@ class StepCache:
     """
     if self.directory is None:
       self.last_outcome = "disabled"
-      return fn.lower(*args).compile()
+      return _fitting(fn.lower(*args).compile())
     leaves, in_tree = jax.tree_util.tree_flatten(args)
     specs = [_spec(x) for x in leaves]
     path = self.directory / f"{name}-{self._key(name, in_tree, specs)[:32]}.jaxexport"
@@ -100,11 +100,11 @@ class StepCache:
         os.utime(path)  # recently used entries survive pruning
     if entry is _UNSUPPORTED:
       self.last_outcome = "unsupported"
-      return fn.lower(*args).compile()
+      return _fitting(fn.lower(*args).compile())
     exported, out_tree = entry
     _prepare_cpu_kernels()
     donate_argnums = tuple(range(len(leaves))) if donate else ()
-    compiled = jax.jit(exported.call, donate_argnums=donate_argnums).lower(*leaves).compile()
+    compiled = _fitting(jax.jit(exported.call, donate_argnums=donate_argnums).lower(*leaves).compile())
 
     def call(*call_args: Any) -> Any:
       return jax.tree_util.tree_unflatten(out_tree, compiled(*jax.tree_util.tree_leaves(call_args)))
@@ -150,6 +150,32 @@ class StepCache:
     _prune(path.parent, name, self.keep)
     logger.debug("%s traced and exported in %.1f s (%s)", name, time.monotonic() - start, path)
     return exported, out_tree["tree"]
+
+
+def _fitting(compiled: jax.stages.Compiled) -> Callable[..., Any]:
+  """`compiled`, first placing each argument the way the executable expects.
+
+  A compiled multi-device step returns empty (size-0) leaves replicated even
+  where it takes them sharded, so its outputs do not fit its next call as
+  they are. Moving those costs nothing; every other leaf already matches and
+  passes through untouched.
+  """
+  shardings = compiled.input_shardings[0]  # None where an argument is unused
+
+  def call(*args: Any) -> Any:
+    leaves, tree = jax.tree_util.tree_flatten(args)
+    fitted = [_fit(x, s) for x, s in zip(leaves, tree.flatten_up_to(shardings), strict=True)]
+    return compiled(*jax.tree_util.tree_unflatten(tree, fitted))
+
+  return call
+
+
+def _fit(x: Any, sharding: jax.sharding.Sharding | None) -> Any:
+  if sharding is None or not isinstance(x, jax.Array) or x.sharding == sharding:
+    return x
+  if not x.sharding.is_equivalent_to(sharding, x.ndim):
+    return jax.device_put(x, sharding)
+  return x
 
 
 def _prepare_cpu_kernels() -> None:
