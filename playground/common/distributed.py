@@ -164,8 +164,8 @@ def configure_cpu_devices(setting: str | int | None, batch_sizes: tuple[int, ...
   Args:
     setting: None leaves JAX's configuration alone; 'auto' uses
       `auto_cpu_devices(available_cores(), *batch_sizes)` unless the user
-      already chose a count (${ENV_NUM_CPU_DEVICES} or
-      `XLA_FLAGS=--xla_force_host_platform_device_count`) or the run is
+      already chose a count (`$JAX_NUM_CPU_DEVICES` or
+      `XLA_FLAGS=--xla_force_host_platform_device_count=N`) or the run is
       multi-process; an integer sets that count.
     batch_sizes: env batches that must split evenly (training and evaluation).
     multi: whether this is one process of a multi-process run.
