@@ -165,7 +165,6 @@ def test_key_material_is_stable_json(material, tmp_path):
 
 LINALG_STEP = """
 import sys
-import time
 import jax
 import jax.numpy as jp
 from playground.common.step_cache import StepCache

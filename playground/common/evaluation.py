@@ -54,8 +54,9 @@ class Evaluator:
     self._count = 0
     if mesh is not None and num_envs % mesh.size:
       raise ValueError(f"num_eval_envs={num_envs} must be divisible by the {mesh.size} devices")
-    self._rollout = jax.jit(self._sharded_rollout if mesh is not None and mesh.size > 1 else self._rollout_fn)
     self._mesh = mesh
+    self._sharded = mesh is not None and mesh.size > 1
+    self._rollout = jax.jit(self._sharded_rollout if self._sharded else self._rollout_fn)
     self._step_cache = step_cache or StepCache(None)
     self._compiled = None
 
@@ -125,7 +126,7 @@ class Evaluator:
     if self._compiled is None:
       self._compiled = self._step_cache.compile("eval_rollout", self._rollout, params, key)
     out = self._compiled(params, key)
-    out = distributed.gather(out) if self._mesh is not None and self._mesh.size > 1 else jax.device_get(out)
+    out = distributed.gather(out) if self._sharded else jax.device_get(out)
     elapsed = time.monotonic() - start
     ret = np.asarray(out["return"])
     metrics = {
