@@ -27,8 +27,8 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-  """One `--preset smoke` training run shared by the tests that read its output."""
+  """One `--preset smoke` training run shared by the tests that read its output (scored)."""
   out = tmp_path_factory.mktemp("runs")
-  result = run_cli("--preset", "smoke", "--output_dir", out, "--exp_name", "smoke")
+  result = run_cli("--preset", "smoke", "--output_dir", out, "--exp_name", "smoke", "--score", "on")
   assert result.returncode == 0, result.stderr[-3000:]
   return out / "smoke", result

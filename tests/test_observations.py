@@ -7,6 +7,7 @@ import pytest
 
 from playground.common.observation import ObservationLayout
 from playground.open_duck_mini_v2 import base
+from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
 
 
@@ -68,15 +69,33 @@ def test_noise_is_bounded_per_joint_group_and_off_at_level_zero():
       for f in obs_lib.Readings.__dataclass_fields__
     }
   )
-  scales = dict(
-    gyro=0.1, accelerometer=0.05, joint_pos_legs=0.01, joint_pos_head=0.2, joint_vel_legs=1.0, joint_vel_head=1.0
+  scales = base.noise_scales(
+    dict(
+      gyro=0.1,
+      accelerometer=0.05,
+      joint_pos_hip=0.03,
+      joint_pos_knee=0.05,
+      joint_pos_ankle=0.08,
+      joint_pos_head=0.2,
+      joint_vel=2.5,
+    )
   )
+  bound = np.array(
+    [
+      0.2 if n in consts.HEAD_JOINT_NAMES else 0.03 if "hip" in n else 0.05 if "knee" in n else 0.08
+      for n in consts.ACTUATOR_NAMES
+    ]
+  )
+  pos = []
+  for seed in range(200):
+    pos.append(np.array(obs_lib.add_noise(zeros, jax.random.PRNGKey(seed), scales, 1.0).joint_pos))
+  pos = np.abs(np.array(pos))
+  # Each joint group stays within its own level and uses most of it.
+  assert np.all(pos <= bound + 1e-7)
+  assert np.all(pos.max(axis=0) > 0.9 * bound)
   noisy = obs_lib.add_noise(zeros, jax.random.PRNGKey(0), scales, 1.0)
-  head = np.zeros(14, bool)
-  head[5:9] = True
-  assert np.all(np.abs(np.array(noisy.joint_pos)[~head]) <= 0.01)
-  assert np.any(np.abs(np.array(noisy.joint_pos)[head]) > 0.01)
   assert np.all(np.abs(np.array(noisy.gyro)) <= 0.1)
+  assert np.abs(np.array(noisy.joint_vel)).max() <= 2.5
   assert obs_lib.add_noise(zeros, jax.random.PRNGKey(0), scales, 0.0) is zeros
 
 

@@ -136,7 +136,10 @@ def test_imitation_reward_terms_are_computed_and_logged():
   for name in names:
     assert 0.0 <= float(state.metrics[name]) <= env.dt * 1.0 + 1e-6
   assert env.gait_frequency == pytest.approx(1 / 0.54)
-  disabled = joystick.Joystick("flat_terrain", joystick.default_config())
+  assert joystick.default_config().reward_config.scales.imitation > 0  # on by default
+  off = joystick.default_config()
+  off.reward_config.scales.imitation = 0.0
+  disabled = joystick.Joystick("flat_terrain", off)
   assert not any("imitation" in t for t in disabled.active_reward_terms)
   assert disabled.reference is None
 
@@ -190,6 +193,26 @@ def test_community_file_converts_with_explicit_opt_in(tmp_path):
   cached = ref_lib.prepare(path, True, tmp_path / "cache")
   assert cached.suffix == ".npz" and ref_lib.prepare(path, True, tmp_path / "cache") == cached
   np.testing.assert_array_equal(ref_lib.ReferenceTable.load(cached).frames, table.frames)
+
+
+def test_community_grid_written_in_rounded_entry_names_is_accepted():
+  # The community's grid (e.g. yaw rates -1.111, -0.852, ..., 1.222) is only
+  # known through entry names rounded to 3 decimals: steps differ by 0.001.
+  yaw = np.linspace(-10 / 9, 11 / 9, 10)
+  vx = np.linspace(-0.148, 0.222, 6)
+  entries = _community_entries(xs=vx, ys=(-0.111, -0.037), ts=yaw)
+  assert "0.000_-0.111_-0.852" in entries or any(k.endswith("_-0.852") for k in entries)
+  for key, entry in entries.items():
+    # Tag every entry with its yaw rate to check where it lands.
+    entry["coefficients"]["dim_3"] = [float(key.split("_")[2]), 0.0, 0.0, 0.0]
+  table = ref_lib.from_polynomial_entries(entries)
+  np.testing.assert_allclose(table.axes[2], yaw, atol=1e-3)
+  assert np.ptp(np.diff(table.axes[2])) < 1e-9
+  knee = table.frames[0, 0, :, 0, SL["joint_pos"]][:, 3]
+  np.testing.assert_allclose(knee, np.round(yaw, 3), atol=1e-6)
+  # A genuinely uneven grid is still refused.
+  with pytest.raises(ConfigError, match="evenly spaced"):
+    ref_lib.from_polynomial_entries(_community_entries(xs=(0.0, 0.1, 0.3)))
 
 
 def test_incomplete_community_grid_names_the_missing_commands():

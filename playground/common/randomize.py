@@ -42,14 +42,21 @@ def default_config() -> config_dict.ConfigDict:
   return config_dict.ConfigDict(
     dict(
       enabled=True,
-      floor_friction=(0.5, 1.0),  # absolute sliding friction of the floor
+      # Sliding friction of the floor; the floor geom has priority over the
+      # soles, so this is the friction every foot contact uses.
+      floor_friction=(0.5, 1.0),
       frictionloss_scale=(0.8, 1.2),  # x joint frictionloss
       armature_scale=(1.0, 1.05),  # x joint armature
-      com_offset=0.01,  # m, +-U on each axis of the trunk's centre of mass
+      # m, +-U on each axis of the trunk's centre of mass: the upstream Open
+      # Duck Playground's +-5 cm (battery, head and wiring placement vary).
+      com_offset=0.05,
       link_mass_scale=(0.9, 1.1),  # x mass (and inertia) of every link
       trunk_extra_mass=(-0.1, 0.1),  # kg added to the trunk
       joint_offset=0.03,  # rad, +-U servo zero offset (qpos0 + servo bias)
-      kp_scale=(0.9, 1.1),  # x servo position gain (with matching bias)
+      kp_scale=(0.9, 1.1),  # x servo position gain (with matching bias), every servo
+      # Extra x on the head servos' gain: their kp is extrapolated from the
+      # runtime's lower P coefficient (8 vs 30), so it is less certain.
+      head_kp_scale=(0.8, 1.2),
     )
   )
 
@@ -63,11 +70,14 @@ class RandomizationTargets:
     trunk_body: body that receives the centre-of-mass jitter and extra mass.
     actuators: position actuators whose joints get zero offsets, friction,
       armature and kp randomization.
+    head_actuators: the subset of `actuators` whose kp is also scaled by
+      `head_kp_scale`.
   """
 
   floor_geom: str
   trunk_body: str
   actuators: Sequence[str]
+  head_actuators: Sequence[str] = ()
 
 
 def _name_to_id(mj_model: mujoco.MjModel, objtype: mujoco.mjtObj, name: str) -> int:
@@ -100,10 +110,11 @@ def make_randomization_fn(
   dof_ids = mj_model.jnt_dofadr[joint_ids]
   qpos_ids = mj_model.jnt_qposadr[joint_ids]
   n_act = len(act_ids)
+  head = np.array([name in tuple(targets.head_actuators) for name in targets.actuators])
   c = config
 
   def sample(model: mjx.Model, key: jax.Array) -> dict[str, jax.Array]:
-    k = jax.random.split(key, 8)
+    k = jax.random.split(key, 9)
     u = lambda key, lo_hi, shape=(): jax.random.uniform(  # noqa: E731
       key, shape, minval=lo_hi[0], maxval=lo_hi[1]
     )
@@ -121,6 +132,8 @@ def make_randomization_fn(
     offset = u(k[6], (-c.joint_offset, c.joint_offset), (n_act,))
     qpos0 = model.qpos0.at[qpos_ids].add(offset)
     kp = model.actuator_gainprm[act_ids, 0] * u(k[7], c.kp_scale, (n_act,))
+    if head.any():
+      kp = kp * jp.where(head, u(k[8], c.head_kp_scale, (n_act,)), 1.0)
     gainprm = model.actuator_gainprm.at[act_ids, 0].set(kp)
     # A servo whose zero is off by `offset` pushes towards ctrl + offset:
     # force = kp * ctrl + kp * offset - kp * q.

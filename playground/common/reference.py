@@ -191,6 +191,26 @@ def _parse_key(key: str) -> tuple[float, float, float]:
   return dx, dy, dth
 
 
+#: The community writes each command into its entry name rounded to 3 decimals
+#: ("-0.074_-0.037_-0.333"), so grid values are off by up to half of 0.001.
+KEY_ROUNDING = 1e-3
+
+
+def regular_axis(values: np.ndarray) -> np.ndarray:
+  """The evenly spaced grid that `values` (sorted, from rounded entry names) were rounded from.
+
+  Returns `values` unchanged when they are already even, and an exact
+  `linspace` over their range when every value is within `KEY_ROUNDING` of
+  it; otherwise unchanged (the table then rejects an uneven axis).
+  """
+  if len(values) < 3:
+    return values
+  even = np.linspace(values[0], values[-1], len(values))
+  if np.max(np.abs(values - even)) <= KEY_ROUNDING:
+    return even
+  return values
+
+
 def from_polynomial_entries(entries: Mapping[str, Mapping[str, Any]], source: str = "") -> ReferenceTable:
   """Converts the community's per-command polynomial entries into a table.
 
@@ -207,14 +227,15 @@ def from_polynomial_entries(entries: Mapping[str, Mapping[str, Any]], source: st
   if not entries:
     raise ReferenceError("the reference file has no entries")
   commands = {key: _parse_key(key) for key in entries}
-  axes = tuple(np.array(sorted({c[i] for c in commands.values()})) for i in range(3))
-  present = {tuple(np.round(c, 3)) for c in commands.values()}
+  axes = tuple(regular_axis(np.array(sorted({c[i] for c in commands.values()}))) for i in range(3))
+  cell = {key: tuple(int(np.argmin(np.abs(axes[i] - v))) for i, v in enumerate(c)) for key, c in commands.items()}
+  filled = set(cell.values())
   missing = [
     f"{x:.3f}_{y:.3f}_{t:.3f}"
-    for x in axes[0]
-    for y in axes[1]
-    for t in axes[2]
-    if (round(x, 3), round(y, 3), round(t, 3)) not in present
+    for i, x in enumerate(axes[0])
+    for j, y in enumerate(axes[1])
+    for k, t in enumerate(axes[2])
+    if (i, j, k) not in filled
   ]
   if missing:
     shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
@@ -232,8 +253,7 @@ def from_polynomial_entries(entries: Mapping[str, Mapping[str, Any]], source: st
     if absent:
       raise ReferenceError(f"reference entry '{key}' lacks {absent[0]}")
     values = np.stack([np.polynomial.polynomial.polyval(phases, np.asarray(coefficients[d])) for d in dims], -1)
-    x, y, t = commands[key]
-    ix, iy, it = (int(np.argmin(np.abs(axes[i] - v))) for i, v in enumerate((x, y, t)))
+    ix, iy, it = cell[key]
     frame = frames[ix, iy, it]
     frame[:, sl["joint_pos"]] = values[:, list(COMMUNITY_JOINTS)]
     frame[:, sl["joint_vel"]] = values[:, [16 + j for j in COMMUNITY_JOINTS]]

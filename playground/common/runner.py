@@ -356,7 +356,24 @@ class BaseRunner(abc.ABC):
     )
     checkpointing.prune(self.run_dir, ctx["keep_last"])
     logger.info("checkpoint %s", path)
+    try:
+      scalars = self.score_checkpoint(path, int(step), ctx)
+    except Exception as e:  # noqa: BLE001 - a scoring failure must not stop training
+      logger.warning("scoring checkpoint %s failed: %s", path, str(e).splitlines()[0][:300] if str(e) else repr(e))
+      scalars = {}
+    if scalars and self.reporter is not None:
+      self.reporter.write(step, scalars)
     return path
+
+  def score_checkpoint(self, step_dir: Path, step: int, ctx: dict) -> dict[str, float]:
+    """Scores a just-written checkpoint; returns scalars for TensorBoard (none by default).
+
+    Robots override this to measure what return cannot show (e.g. whether the
+    policy walks on command). Called on process 0 only, after the checkpoint
+    and its policy files are complete; an exception is logged, not raised.
+    """
+    del step_dir, step, ctx
+    return {}
 
   # ---- Running.
 

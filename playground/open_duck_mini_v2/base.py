@@ -68,6 +68,11 @@ class RobotIndices:
   act_dof: np.ndarray
   backlash_qpos: np.ndarray
   backlash_dof: np.ndarray
+  #: Per actuated joint: 1 where a backlash joint follows it (its qpos/dof at
+  #: `encoder_backlash_qpos/dof`), 0 otherwise (index 0 then, masked out).
+  encoder_backlash_mask: np.ndarray
+  encoder_backlash_qpos: np.ndarray
+  encoder_backlash_dof: np.ndarray
   head_act: np.ndarray
   imu_site: int
   root_body: int
@@ -90,8 +95,10 @@ class RobotIndices:
     if actuators != list(range(len(consts.ACTUATOR_NAMES))):
       raise ValueError("actuators must be declared in constants.ACTUATOR_NAMES order")
     joints = [find(mujoco.mjtObj.mjOBJ_JOINT, n) for n in consts.JOINT_NAMES]
-    backlash = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, f"{n}_backlash") for n in consts.JOINT_NAMES]
-    backlash = [j for j in backlash if j >= 0]
+    per_joint = [mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, f"{n}_backlash") for n in consts.JOINT_NAMES]
+    backlash = [j for j in per_joint if j >= 0]
+    present = np.array([j >= 0 for j in per_joint])
+    safe = np.array([max(j, 0) for j in per_joint])
     key = find(mujoco.mjtObj.mjOBJ_KEY, consts.HOME_KEYFRAME)
     sensors = {}
     for name in (
@@ -112,6 +119,9 @@ class RobotIndices:
       act_dof=m.jnt_dofadr[joints],
       backlash_qpos=m.jnt_qposadr[backlash].astype(int),
       backlash_dof=m.jnt_dofadr[backlash].astype(int),
+      encoder_backlash_mask=present.astype(np.float32),
+      encoder_backlash_qpos=np.where(present, m.jnt_qposadr[safe], 0).astype(int),
+      encoder_backlash_dof=np.where(present, m.jnt_dofadr[safe], 0).astype(int),
       head_act=np.array([consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]),
       imu_site=find(mujoco.mjtObj.mjOBJ_SITE, consts.IMU_SITE),
       root_body=find(mujoco.mjtObj.mjOBJ_BODY, consts.ROOT_BODY),
@@ -128,17 +138,29 @@ class RobotIndices:
     return data.sensordata[adr : adr + dim]
 
 
-def quiet_warp(model: mjx.Model) -> mjx.Model:
-  """Turns off MuJoCo Warp's per-step "iterations limit reached" printout.
+def warp_warnings() -> int:
+  """The MuJoCo Warp overflow warnings the duck keeps (a bitmask).
 
-  The model deliberately runs one Newton iteration per step (as MJX training
-  setups do); Warp would print a warning from its kernels at every step. The
-  switch lives in the Warp options; a model without it is returned unchanged.
+  Every buffer overflow (contacts, constraint rows, broadphase, ...) stays on:
+  it means lost contacts, i.e. wrong physics. Only the solver and line-search
+  iteration limits are silenced: the model deliberately runs one Newton
+  iteration per step (as MJX training setups do), so they would print at
+  every step.
+  """
+  from mujoco.mjx.third_party.mujoco_warp._src.types import OverflowType  # noqa: PLC0415
+
+  return int(OverflowType.ALL & ~(OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS))
+
+
+def quiet_warp(model: mjx.Model) -> mjx.Model:
+  """Silences MuJoCo Warp's iteration-limit printouts, keeping overflow warnings.
+
+  See `warp_warnings`. A model without Warp options is returned unchanged.
   """
   impl = getattr(model.opt, "_impl", None)
   if impl is None or not hasattr(impl, "warn_overflow"):
     return model
-  return model.replace(opt=model.opt.replace(_impl=impl.replace(warn_overflow=0)))
+  return model.replace(opt=model.opt.replace(_impl=impl.replace(warn_overflow=warp_warnings())))
 
 
 @struct.dataclass
@@ -178,7 +200,13 @@ def read(ids: RobotIndices, model: Any, data: Any) -> obs_lib.Readings:
     data: the simulation state after `mj_forward`/`mjx.step`.
   """
   q = jp.asarray(data.qpos)
+  qvel = jp.asarray(data.qvel)
   offsets = jp.asarray(model.qpos0)[ids.act_qpos] - ids.qpos0_nominal
+  # The servo's encoder reads its output shaft, i.e. the link: the actuated
+  # joint plus the backlash play behind it (backlash scenes only).
+  mask = jp.asarray(ids.encoder_backlash_mask)
+  encoder_q = q[ids.act_qpos] + mask * q[ids.encoder_backlash_qpos]
+  encoder_qvel = qvel[ids.act_dof] + mask * qvel[ids.encoder_backlash_dof]
   imu_rot = jp.asarray(data.site_xmat)[ids.imu_site].reshape(3, 3)
   feet_pos = jp.stack([ids.sensor(data, n) for n in consts.FEET_POS_SENSORS])
   base_pos = jp.asarray(data.xpos)[ids.root_body]
@@ -189,8 +217,8 @@ def read(ids: RobotIndices, model: Any, data: Any) -> obs_lib.Readings:
     local_linvel=jp.asarray(ids.sensor(data, consts.LOCAL_LINVEL_SENSOR)),
     global_linvel=jp.asarray(ids.sensor(data, consts.GLOBAL_LINVEL_SENSOR)),
     global_angvel=jp.asarray(ids.sensor(data, consts.GLOBAL_ANGVEL_SENSOR)),
-    joint_pos=q[ids.act_qpos] - offsets - ids.home_ctrl,
-    joint_vel=jp.asarray(data.qvel)[ids.act_dof],
+    joint_pos=encoder_q - offsets - ids.home_ctrl,
+    joint_vel=encoder_qvel,
     actuator_force=jp.asarray(data.actuator_force),
     feet_contacts=jp.concatenate([ids.sensor(data, n) for n in consts.FEET_CONTACT_SENSORS])
     .astype(jp.float32)
@@ -202,6 +230,16 @@ def read(ids: RobotIndices, model: Any, data: Any) -> obs_lib.Readings:
   )
 
 
+def commanded_targets(ids: RobotIndices, action: jax.Array, command: jax.Array, action_scale: float) -> jax.Array:
+  """What the robot runtime sends to the servos: home + scale * action (+ head command).
+
+  No limits: the runtime sends (and observes) these raw targets and lets the
+  servos limit the motion (see `motor_targets`).
+  """
+  targets = jp.asarray(ids.home_ctrl) + action_scale * action
+  return targets.at[ids.head_act].add(command[3:7])
+
+
 def motor_targets(
   ids: RobotIndices,
   action: jax.Array,
@@ -211,17 +249,37 @@ def motor_targets(
   max_motor_velocity: float,
   ctrl_dt: float,
 ) -> jax.Array:
-  """Servo targets: home + scale * action (+ head command), speed-limited.
+  """Where the servos actually drive: the commanded targets, speed- and range-limited.
 
   The change of each target per control step is clipped to
   `max_motor_velocity * ctrl_dt`, as the STS3215 cannot move faster, and the
   result is clipped to the actuator control range.
   """
-  targets = jp.asarray(ids.home_ctrl) + action_scale * action
-  targets = targets.at[ids.head_act].add(command[3:7])
+  targets = commanded_targets(ids, action, command, action_scale)
   max_delta = max_motor_velocity * ctrl_dt
   targets = jp.clip(targets, previous_targets - max_delta, previous_targets + max_delta)
   return jp.clip(targets, ids.ctrl_lower, ids.ctrl_upper)
+
+
+def noise_scales(scales: Mapping[str, float]) -> dict[str, Any]:
+  """Per-sensor noise scales from `noise_config.scales`, per joint in action order.
+
+  Args:
+    scales: gyro, accelerometer, joint_pos_hip / knee / ankle / head (rad)
+      and joint_vel (rad/s).
+  """
+
+  def group(name: str) -> str:
+    if name in consts.HEAD_JOINT_NAMES:
+      return "head"
+    return "hip" if "hip" in name else "knee" if "knee" in name else "ankle"
+
+  return {
+    "gyro": float(scales["gyro"]),
+    "accelerometer": float(scales["accelerometer"]),
+    "joint_pos": np.array([scales[f"joint_pos_{group(n)}"] for n in consts.ACTUATOR_NAMES], np.float32),
+    "joint_vel": np.full(len(consts.ACTUATOR_NAMES), float(scales["joint_vel"]), np.float32),
+  }
 
 
 MIN_NACONMAX = 64
@@ -253,25 +311,33 @@ def base_config() -> config_dict.ConfigDict:
         joint_noise=0.05,  # rad, +-U around the home pose
         base_vel_noise=0.05,  # m/s and rad/s, +-U
       ),
+      # Sensor noise: value + level * scale * U(-1, 1). The joint levels are the
+      # upstream Open Duck Playground's (hip 0.03, knee 0.05, ankle 0.08 rad,
+      # joint velocity 2.5 rad/s, gyro 0.1 rad/s, accelerometer 0.05 g-units):
+      # at least what the robot's STS3215 encoders and IMU show.
       noise_config=dict(
         level=1.0,
         scales=dict(
           gyro=0.1,
           accelerometer=0.05,
-          joint_pos_legs=0.01,
-          joint_pos_head=0.02,
-          joint_vel_legs=1.0,
-          joint_vel_head=1.0,
+          joint_pos_hip=0.03,
+          joint_pos_knee=0.05,
+          joint_pos_ankle=0.08,
+          joint_pos_head=0.03,
+          joint_vel=2.5,
         ),
       ),
       delay=dict(
-        action_steps=(0, 1),  # min, max control steps of action delay (<= 3)
-        imu_steps=(0, 1),  # min, max control steps of IMU delay (<= 3)
+        # Action delay in control steps, redrawn at every step (<= 3): the
+        # upstream project's 0-2 steps of servo-bus and inference latency.
+        action_steps=(0, 2),
+        imu_steps=(0, 1),  # min, max control steps of IMU delay, per episode (<= 3)
       ),
       push_config=dict(
         enable=True,
         interval_range=(5.0, 10.0),  # s between pushes
-        magnitude_range=(0.05, 0.3),  # m/s velocity kick of the base
+        # m/s velocity kick of the base: the upstream project's 0.1-1.0 m/s.
+        magnitude_range=(0.1, 1.0),
       ),
       termination=dict(
         min_base_height=0.08,  # m of trunk above the lowest foot
@@ -317,6 +383,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     self._impl = backend.resolve_impl(self._config.impl)
     self._mjx_model = quiet_warp(mjx.put_model(self._mj_model, impl=self._impl, device=self._device))
     self._ids = RobotIndices.from_model(self._mj_model)
+    self._noise_scales = noise_scales(self._config.noise_config.scales)
     self._xml_path = str(consts.XML_DIR / f"scene_{task.removesuffix('_backlash')}.xml")
 
   @classmethod
@@ -327,6 +394,11 @@ class OpenDuckMiniV2Env(MjxEnv):
   def gait_frequency(self) -> float:
     """Hz at which the phase observation advances."""
     return float(self._config.gait_frequency)
+
+  @classmethod
+  def gait_frequency_of(cls, config: config_dict.ConfigDict) -> float:
+    """Hz at which an env built from `config` advances its phase (without building it)."""
+    return float(config.gait_frequency)
 
   # ---- Accessors required by MjxEnv.
 
@@ -418,6 +490,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       "command_timer": self._command_interval(k_timer),
       "last_actions": jp.zeros((obs_lib.ACTION_HISTORY, obs_lib.NUM_ACTIONS)),
       "motor_targets": jp.asarray(self._ids.home_ctrl, dtype=jp.float32),
+      "commanded_targets": jp.asarray(self._ids.home_ctrl, dtype=jp.float32),
       "action_buffer": jp.zeros((MAX_DELAY_STEPS + 1, obs_lib.NUM_ACTIONS)),
       "action_delay": jax.random.randint(k_adelay, (), cfg.delay.action_steps[0], cfg.delay.action_steps[1] + 1),
       "imu_buffer": jp.tile(imu, (MAX_DELAY_STEPS + 1, 1)),
@@ -439,7 +512,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       key: PRNG key for the sensor noise.
     """
     cfg = self._config.noise_config
-    noisy = obs_lib.add_noise(readings, key, cfg.scales, cfg.level)
+    noisy = obs_lib.add_noise(readings, key, self._noise_scales, cfg.level)
     imu_buffer = obs_lib.imu_push(info["imu_buffer"], noisy.gyro, noisy.accelerometer)
     obs = obs_lib.build(
       noisy=noisy,
@@ -447,17 +520,25 @@ class OpenDuckMiniV2Env(MjxEnv):
       imu_sample=imu_buffer[info["imu_delay"]],
       command=info["command"],
       last_actions=info["last_actions"].ravel(),
-      motor_targets=info["motor_targets"],
+      motor_targets=info["commanded_targets"],
       phase=info["phase"],
       feet_air_time=info["feet_air_time"],
     )
     return obs, imu_buffer
 
-  def apply_action(self, info: dict[str, Any], action: jax.Array) -> dict[str, Any]:
-    """Delays the action and turns it into speed-limited motor targets."""
+  def apply_action(self, info: dict[str, Any], action: jax.Array, key: jax.Array) -> dict[str, Any]:
+    """Delays the action and turns it into speed-limited motor targets.
+
+    The delay (in control steps) is redrawn from `delay.action_steps` at
+    every step with `key`. `commanded_targets` (observed by the policy, as on
+    the robot) come from the newest action; `motor_targets` (where the servos
+    drive) from the delayed one, limited in speed and range.
+    """
     cfg = self._config
+    lo, hi = cfg.delay.action_steps
+    delay = jax.random.randint(key, (), lo, hi + 1)
     action_buffer = jp.roll(info["action_buffer"], 1, axis=0).at[0].set(action)
-    delayed = action_buffer[info["action_delay"]]
+    delayed = action_buffer[delay]
     targets = motor_targets(
       self._ids,
       delayed,
@@ -467,7 +548,13 @@ class OpenDuckMiniV2Env(MjxEnv):
       cfg.max_motor_velocity,
       cfg.ctrl_dt,
     )
-    return {**info, "action_buffer": action_buffer, "motor_targets": targets}
+    return {
+      **info,
+      "action_buffer": action_buffer,
+      "action_delay": delay,
+      "motor_targets": targets,
+      "commanded_targets": commanded_targets(self._ids, action, info["command"], cfg.action_scale),
+    }
 
   def physics(self, data: mjx.Data, ctrl: jax.Array) -> mjx.Data:
     """Holds `ctrl` for one control period (n_substeps MJX steps)."""
@@ -515,7 +602,7 @@ class OpenDuckMiniV2Env(MjxEnv):
   def step(self, state: State, action: jax.Array) -> State:
     cfg = self._config
     info = dict(state.info)
-    rng, k_push, k_obs, k_cmd, k_timer, k_push_timer = jax.random.split(info["rng"], 6)
+    rng, k_push, k_obs, k_cmd, k_timer, k_push_timer, k_delay = jax.random.split(info["rng"], 7)
     info["rng"] = rng
     data = state.data
 
@@ -532,7 +619,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       data = data.replace(qvel=data.qvel.at[0:2].add(kick))
       info["push_timer"] = jp.where(push, self._push_interval(k_push_timer), info["push_timer"])
 
-    info = self.apply_action(info, action)
+    info = self.apply_action(info, action, k_delay)
     data = self.physics(data, info["motor_targets"])
     readings = read(self._ids, self.mjx_model, data)
     previous = info

@@ -40,29 +40,35 @@ def default_config() -> config_dict.ConfigDict:
   )
   config.reward_config = config_dict.ConfigDict(
     dict(
+      # Per second of simulated time. Walking must beat standing by a wide
+      # margin at every command (README, "Why walking wins"): the alive bonus
+      # is small, tracking and the imitation of the reference gait dominate.
       scales=dict(
-        tracking_lin_vel=2.5,
-        tracking_ang_vel=6.0,
+        tracking_lin_vel=4.0,
+        tracking_ang_vel=4.0,
         head_tracking=1.0,
         torques=-1.0e-3,
         action_rate=-0.5,
         stand_still=-0.2,
-        alive=20.0,
+        alive=1.0,
         termination=0.0,
         orientation=-1.0,
         lin_vel_z=0.0,
         ang_vel_xy=-0.05,
         feet_air_time=1.0,
         feet_slip=-0.1,
-        imitation=0.0,  # > 0 enables the reference-gait imitation reward
+        imitation=4.0,  # reference-gait imitation (0 turns it off); paid only for non-zero commands
       ),
-      tracking_sigma=0.01,
+      tracking_sigma=0.01,  # (m/s)^2: an error of 0.1 m/s earns exp(-1) of tracking_lin_vel
+      ang_tracking_sigma=0.1,  # (rad/s)^2: an error of 0.3 rad/s earns exp(-0.9) of tracking_ang_vel
       head_tracking_sigma=0.1,
       feet_air_time_threshold=0.2,
       imitation=dict(
         # Component weights (each component is in [0, 1]); 0 skips one.
         weights=dict(joint_pos=1.0, joint_vel=0.2, foot_contacts=0.5, base_linvel=0.5, base_angvel=0.3),
-        sigmas=dict(joint_pos=0.25, joint_vel=50.0, base_linvel=0.01, base_angvel=0.1),
+        # Sharp enough that standing in the home pose earns little of joint_pos
+        # (0.2) and joint_vel (0.04) against a walking reference.
+        sigmas=dict(joint_pos=0.1, joint_vel=10.0, base_linvel=0.01, base_angvel=0.1),
       ),
     )
   )
@@ -111,6 +117,13 @@ class Joystick(base.OpenDuckMiniV2Env):
       return self._reference.frequency
     return super().gait_frequency
 
+  @classmethod
+  def gait_frequency_of(cls, config: config_dict.ConfigDict) -> float:
+    """Hz at which an env built from `config` advances its phase (without building it)."""
+    if config.reward_config.scales.imitation != 0.0:
+      return load_reference(config.reference.path).frequency
+    return float(config.gait_frequency)
+
   def reward_scales(self) -> dict[str, float]:
     scales = super().reward_scales()
     imitation = scales.pop("imitation", 0.0)
@@ -144,13 +157,16 @@ class Joystick(base.OpenDuckMiniV2Env):
   ) -> dict[str, jax.Array]:
     cfg = self._config.reward_config
     head = self._ids.head_act
+    legs = jp.array(IMITATED_JOINTS)
     terms = {
       "tracking_lin_vel": lambda: rewards.tracking_lin_vel(command[:2], readings.local_linvel[:2], cfg.tracking_sigma),
-      "tracking_ang_vel": lambda: rewards.tracking_ang_vel(command[2], readings.gyro[2], cfg.tracking_sigma),
+      "tracking_ang_vel": lambda: rewards.tracking_ang_vel(command[2], readings.gyro[2], cfg.ang_tracking_sigma),
       "head_tracking": lambda: rewards.head_tracking(command[3:7], readings.joint_pos[head], cfg.head_tracking_sigma),
       "torques": lambda: rewards.torques(readings.actuator_force),
       "action_rate": lambda: rewards.action_rate(action, last_action),
-      "stand_still": lambda: rewards.stand_still(command[:3], readings.joint_pos),
+      # Legs only: the head follows its own command (head_tracking) even when
+      # the velocity command is zero.
+      "stand_still": lambda: rewards.stand_still(command[:3], readings.joint_pos[legs]),
       "alive": rewards.alive,
       "termination": lambda: rewards.termination(terminated),
       "orientation": lambda: rewards.orientation(readings.gravity),
@@ -173,8 +189,11 @@ class Joystick(base.OpenDuckMiniV2Env):
         reference=reference,
         sigmas=dict(self._config.reward_config.imitation.sigmas),
       )
+      # The reference walks in place at a zero command; standing still is
+      # stand_still's job there, so imitation pays only while moving.
+      moving = (jp.linalg.norm(command[:3]) > 0.01).astype(jp.float32)
       for name, value in components.items():
-        terms[f"imitation_{name}"] = lambda value=value: value
+        terms[f"imitation_{name}"] = lambda value=value: value * moving
     unknown = set(active) - set(terms)
     if unknown:
       raise ValueError(f"reward_config.scales has unknown terms {sorted(unknown)}")
@@ -188,3 +207,60 @@ def load_reference(path: str) -> ref_lib.ReferenceTable:
   if not path:
     return reference_motion.load_default()
   return ref_lib.ReferenceTable.load(path)
+
+
+def ideal_reward_per_second(env: Joystick, command: jax.Array, walking: bool, phases: int = 27) -> float:
+  """Mean weighted reward per second over one gait period, for an idealized duck.
+
+  The arithmetic behind the reward design: `walking=False` is a duck standing
+  still in the home pose whatever the command; `walking=True` follows the
+  command exactly with the reference gait's legs, velocities and contacts.
+  Both are upright and pay no torque or action-rate costs. Needs the
+  imitation reward on (the reference gives the walking motion).
+  """
+  if env.reference is None:
+    raise ValueError("ideal_reward_per_second needs the imitation reward (a reference gait)")
+  home = jp.asarray(env.ids.home_ctrl)
+  head = jp.asarray(env.ids.head_act)
+  lookup = env.reference.lookup_fn()
+  scales = env.reward_scales()
+  command = jp.asarray(command, jp.float32)
+
+  def one(phase):
+    frame = ref_lib.FRAME_LAYOUT.split(lookup(command[:3], phase))
+    if walking:
+      joint_pos = frame["joint_pos"].at[head].set(home[head] + command[3:7])
+      joint_vel, contacts = frame["joint_vel"], frame["foot_contacts"]
+      linvel, yaw_rate = jp.array([command[0], command[1], 0.0]), command[2]
+    else:
+      joint_pos, joint_vel, contacts = home.at[head].add(command[3:7]), jp.zeros(14), jp.ones(2)
+      linvel, yaw_rate = jp.zeros(3), 0.0
+    readings = obs_lib.Readings(
+      gyro=jp.array([0.0, 0.0, yaw_rate]),
+      accelerometer=jp.array([0.0, 0.0, 9.81]),
+      gravity=jp.array([0.0, 0.0, -1.0]),
+      local_linvel=linvel,
+      global_linvel=linvel,
+      global_angvel=jp.array([0.0, 0.0, yaw_rate]),
+      joint_pos=joint_pos - home,
+      joint_vel=joint_vel,
+      actuator_force=jp.zeros(14),
+      feet_contacts=contacts,
+      feet_pos=jp.zeros((2, 3)),
+      feet_vel=jp.zeros(6),
+      base_pos=jp.zeros(3),
+      base_height=jp.array([0.17]),
+    )
+    terms = env.compute_rewards(
+      readings,
+      command=command,
+      action=jp.zeros(14),
+      last_action=jp.zeros(14),
+      air_time=jp.zeros(2),
+      first_contact=jp.zeros(2),
+      terminated=jp.array(False),
+      phase=phase * 2 * jp.pi,
+    )
+    return sum(scales[k] * v for k, v in terms.items())
+
+  return float(jp.mean(jax.jit(jax.vmap(one))(jp.arange(phases) / phases)))

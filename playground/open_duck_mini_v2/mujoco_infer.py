@@ -36,13 +36,18 @@ logger = logging.getLogger("playground")
 COMMAND_KEYS = ("vx", "vy", "yaw_rate", "neck_pitch", "head_pitch", "head_yaw", "head_roll")
 
 
-def onnx_policy(path: str | Path) -> Callable[[np.ndarray], np.ndarray]:
-  """obs (101,) -> actions (14,) with onnxruntime, as on the robot."""
+def onnx_policy(path: str | Path, batched: bool = False) -> Callable[[np.ndarray], np.ndarray]:
+  """obs (101,) -> actions (14,) with onnxruntime, as on the robot.
+
+  With `batched`, obs (N, 101) -> actions (N, 14) in one call.
+  """
   import onnxruntime as ort  # pylint: disable=import-outside-toplevel
 
   options = ort.SessionOptions()
   options.intra_op_num_threads = 1
   session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+  if batched:
+    return lambda obs: session.run(None, {"obs": np.asarray(obs, np.float32)})[0]
   return lambda obs: session.run(None, {"obs": [np.asarray(obs, np.float32)]})[0][0]
 
 
@@ -154,7 +159,7 @@ class Playback:
   def step(self, command: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """One control period: policy, action pipeline, physics, observation."""
     action = np.asarray(self.policy(np.asarray(self.obs["state"])), np.float32)
-    info = self._apply(self.info, action)
+    info = self._apply(self.info, action, self._next_key())
     self.data.ctrl[:] = np.asarray(info["motor_targets"])
     self._mujoco.mj_step(self.model, self.data, nstep=self.env.n_substeps)
     readings = self._read(self.view())

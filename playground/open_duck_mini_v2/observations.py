@@ -30,7 +30,7 @@ STATE_LAYOUT = ObservationLayout(
     ("joint_pos", NUM_ACTIONS),  # measured joint position minus home pose
     ("joint_vel", NUM_ACTIONS),  # measured joint velocity x 0.05
     ("last_actions", NUM_ACTIONS * ACTION_HISTORY),  # newest first
-    ("motor_targets", NUM_ACTIONS),
+    ("motor_targets", NUM_ACTIONS),  # commanded: home + 0.25 * action (+ head command), unlimited
     ("feet_contacts", 2),  # left, right
     ("phase", 2),  # cos, sin of the gait phase
   )
@@ -79,27 +79,24 @@ class Readings:
 
 
 def add_noise(readings: Readings, key: jax.Array, scales: Mapping[str, Any], level: float) -> Readings:
-  """Uniform sensor noise: value + level * scale * U(-1, 1), per joint group.
+  """Uniform sensor noise: value + level * scale * U(-1, 1).
 
   Args:
     readings: noiseless readings.
     key: PRNG key.
-    scales: `noise_config.scales` with gyro, accelerometer, joint_pos_legs,
-      joint_pos_head, joint_vel_legs and joint_vel_head.
+    scales: gyro and accelerometer (scalars), joint_pos and joint_vel (one
+      scale per joint, action order), e.g. from `base.noise_scales`.
     level: global multiplier; 0 disables noise.
   """
   if level == 0.0:
     return readings
   k = jax.random.split(key, 4)
-  head = jp.zeros(NUM_ACTIONS, dtype=bool).at[5:9].set(True)
-  pos_scale = jp.where(head, scales["joint_pos_head"], scales["joint_pos_legs"])
-  vel_scale = jp.where(head, scales["joint_vel_head"], scales["joint_vel_legs"])
   u = lambda key, shape: jax.random.uniform(key, shape, minval=-1.0, maxval=1.0)  # noqa: E731
   return readings.replace(
     gyro=readings.gyro + level * scales["gyro"] * u(k[0], (3,)),
     accelerometer=readings.accelerometer + level * scales["accelerometer"] * u(k[1], (3,)),
-    joint_pos=readings.joint_pos + level * pos_scale * u(k[2], (NUM_ACTIONS,)),
-    joint_vel=readings.joint_vel + level * vel_scale * u(k[3], (NUM_ACTIONS,)),
+    joint_pos=readings.joint_pos + level * jp.asarray(scales["joint_pos"]) * u(k[2], (NUM_ACTIONS,)),
+    joint_vel=readings.joint_vel + level * jp.asarray(scales["joint_vel"]) * u(k[3], (NUM_ACTIONS,)),
   )
 
 
@@ -128,7 +125,9 @@ def build(
       and possibly delayed.
     command: the 7-dim command.
     last_actions: (3, 14) previous policy actions, newest first.
-    motor_targets: the servo position targets sent at the last step.
+    motor_targets: the servo targets commanded at the last step, as the
+      robot runtime sends them (home + scale * action + head command, no
+      speed or range limit).
     phase: gait phase in radians.
     feet_air_time: seconds each foot has been off the ground.
   """

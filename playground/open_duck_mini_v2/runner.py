@@ -7,8 +7,10 @@ See `--help` and the README for all flags.
 
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ml_collections import config_dict
@@ -20,6 +22,11 @@ from playground.common.runner import ResolvedConfig
 from playground.open_duck_mini_v2 import constants as consts
 
 ENVS = ("joystick", "standing")
+
+logger = logging.getLogger("playground")
+
+#: Episodes per command when the runner scores a checkpoint (the CLI defaults to 3).
+SCORE_SEEDS = 2
 
 
 def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
@@ -74,6 +81,28 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
       )
     )
     c.checkpoint_every = 300_000
+  elif preset == "cpu":
+    # A walking policy on a laptop CPU (see BENCHMARKS.md, "Time to walk").
+    c.update(
+      dict(
+        num_timesteps=20_000_000,
+        num_envs=256,
+        batch_size=256,
+        num_minibatches=8,
+        unroll_length=20,
+        num_updates_per_batch=4,
+        learning_rate=3e-4,
+        entropy_cost=5e-3,
+        init_noise_std=0.5,
+        num_eval_envs=32,
+        eval_every=2_000_000,
+        log_every=204_800,
+        policy_hidden_layer_sizes=(128, 128),
+        value_hidden_layer_sizes=(256, 256),
+      )
+    )
+    c.checkpoint_every = 2_000_000
+    c.keep_last = 0
   elif preset == "smoke":
     c.update(
       dict(
@@ -98,6 +127,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
   """Runner for the Open Duck Mini V2 joystick and standing tasks."""
 
   robot = "open_duck_mini_v2"
+  presets = ("full", "quick", "cpu", "smoke")
   default_env = "joystick"
   default_task = "flat_terrain"
 
@@ -123,6 +153,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
       floor_geom=consts.FLOOR_GEOM,
       trunk_body=consts.ROOT_BODY,
       actuators=consts.ACTUATOR_NAMES,
+      head_actuators=consts.HEAD_JOINT_NAMES,
     )
     return randomize.make_randomization_fn(env.mj_model, targets, env_config.domain_randomization)
 
@@ -131,6 +162,13 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
   @classmethod
   def add_arguments(cls, parser) -> None:
+    parser.add_argument(
+      "--score",
+      default="auto",
+      choices=("auto", "on", "off"),
+      help="score every joystick checkpoint on the walking scorecard (score.py) and log score/* to "
+      "TensorBoard; auto: on except for the smoke preset",
+    )
     parser.add_argument(
       "--reference",
       help="reference gait for the imitation reward: a .npz table or the community's "
@@ -163,6 +201,16 @@ class OpenDuckMiniV2Runner(BaseRunner):
     from playground.open_duck_mini_v2 import observations  # pylint: disable=import-outside-toplevel
 
     ids = base.RobotIndices.from_model(base.load_model(task))
+    frequency = env_class(env_name).gait_frequency_of(env_config)
+    ctrl_dt = float(env_config.ctrl_dt)
+    phase_steps = 1.0 / (frequency * ctrl_dt)
+    if abs(phase_steps - round(phase_steps)) > 1e-3:
+      logger.warning(
+        "one gait period is %.3f control steps at %.0f Hz, not a whole number: a robot runtime that counts "
+        "whole steps per period (the Open Duck runtime does) will drift from the phase the policy was trained on",
+        phase_steps,
+        1.0 / ctrl_dt,
+      )
     return {
       "observation_layout": observations.STATE_LAYOUT.to_json(),
       "observation_size": observations.STATE_LAYOUT.size,
@@ -173,9 +221,25 @@ class OpenDuckMiniV2Runner(BaseRunner):
       "home_pose": [float(x) for x in ids.home_ctrl],
       "max_motor_velocity": float(env_config.max_motor_velocity),
       "control_period_s": float(env_config.ctrl_dt),
-      "gait_frequency_hz": float(env_config.gait_frequency),
-      "motor_targets": "home_pose + action_scale * action (+ head command), speed-limited",
+      "gait_frequency_hz": frequency,
+      "gait_period_steps": round(phase_steps, 6),
+      "motor_targets": "home_pose + action_scale * action (+ head command); the servos limit speed and range",
     }
+
+  def score_checkpoint(self, step_dir: Path, step: int, ctx: dict) -> dict[str, float]:
+    """Plays the checkpoint's policy on the scorecard suite; writes score.json/png next to it."""
+    mode = self.args.extra.get("score", "auto")
+    if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or ctx["env_name"] != "joystick":
+      return {}
+    policy = Path(step_dir) / "policy.onnx"
+    if not policy.is_file():
+      return {}
+    from playground.open_duck_mini_v2 import score
+
+    card = score.score(policy, ctx["env_config"].to_dict(), seeds=SCORE_SEEDS, task=ctx["task"])
+    score.write(card, Path(step_dir))
+    logger.info("%s (step %s, %.1f s)", score.headline_line(card), f"{step:,}", card["wall_time_s"])
+    return score.tensorboard_scalars(card)
 
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
     del env_name
@@ -185,14 +249,24 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
   @staticmethod
   def _env_class(env_name: str):
-    # Imported lazily: the command line is validated before JAX is loaded.
-    if env_name == "joystick":
-      from playground.open_duck_mini_v2 import joystick  # pylint: disable=import-outside-toplevel
+    return env_class(env_name)
 
-      return joystick.Joystick
-    from playground.open_duck_mini_v2 import standing  # pylint: disable=import-outside-toplevel
 
-    return standing.Standing
+def env_class(env_name: str):
+  """The environment class of `env_name` (see `ENVS`), imported on demand.
+
+  Imported lazily: the command line is validated before JAX is loaded.
+  """
+  from playground.common import config as config_lib
+
+  config_lib.check_choice("--env", env_name, ENVS)
+  if env_name == "joystick":
+    from playground.open_duck_mini_v2 import joystick
+
+    return joystick.Joystick
+  from playground.open_duck_mini_v2 import standing
+
+  return standing.Standing
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,0 +1,618 @@
+"""Policy scorecard: does the duck walk on command?
+
+    uv run playground/open_duck_mini_v2/score.py checkpoints/<run>            # latest checkpoint
+    uv run playground/open_duck_mini_v2/score.py checkpoints/<run>/<step>     # one checkpoint
+    uv run playground/open_duck_mini_v2/score.py policy.onnx [--clean] [--seeds 3]
+
+Plays the policy in MuJoCo's C engine on a fixed suite of commands (stand,
+forward 0.1 and 0.15 m/s, backward 0.1, sideways +-0.1, turn +-0.5 rad/s, and
+a 20 s script that changes the command every 4 s), several seeds each. Every
+episode runs on its own domain-randomized model with the training env's
+sensor noise and action/IMU delays (`--clean` turns all three off), and its
+observations come from the training environment's own functions (`base.read`,
+`apply_action`, `advance`, `observe`), as in playback and on the robot.
+
+Per command it reports survival time and falls, the achieved vx / vy / yaw
+rate in the heading frame (after a settling second) against the command,
+tracking errors, distance, foot slip, joint-limit hits, action smoothness and
+mechanical power; a table on stdout, a JSON file and a PNG. The headline:
+falls, mean velocity-tracking error, forward speed at the 0.1 m/s command.
+
+The policy's ONNX metadata (robot, observation layout, action order, home
+pose, control period) must match the model, or it is refused in one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import os
+import sys
+import time
+from collections.abc import Callable
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+logger = logging.getLogger("playground")
+
+#: Seconds of each constant-command episode, and of the settling time excluded from the averages.
+DURATION_S = 8.0
+SETTLE_S = 1.0
+SCRIPT_DURATION_S = 20.0
+#: A joint closer than this to a limit of its range counts as a limit hit.
+JOINT_LIMIT_MARGIN = 0.02
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+  """One entry of the suite: a name and a schedule [(t_start, vx, vy, yaw_rate), ...]."""
+
+  name: str
+  schedule: tuple[tuple[float, float, float, float], ...]
+  duration: float = DURATION_S
+
+  def at(self, t: float) -> np.ndarray:
+    """The 7-dim command at time t (head commands 0)."""
+    current = self.schedule[0]
+    for entry in self.schedule:
+      if t + 1e-9 >= entry[0]:
+        current = entry
+    return np.array([current[1], current[2], current[3], 0.0, 0.0, 0.0, 0.0], np.float32)
+
+
+def suite() -> tuple[Command, ...]:
+  """The fixed command suite (see the module docstring)."""
+  const = lambda name, vx=0.0, vy=0.0, wz=0.0: Command(name, ((0.0, vx, vy, wz),))  # noqa: E731
+  script = Command(
+    "script",
+    ((0.0, 0.1, 0.0, 0.0), (4.0, 0.0, 0.0, 0.5), (8.0, 0.0, 0.1, 0.0), (12.0, -0.1, 0.0, 0.0), (16.0, 0.0, 0.0, 0.0)),
+    SCRIPT_DURATION_S,
+  )
+  return (
+    const("stand"),
+    const("forward_0.1", vx=0.1),
+    const("forward_0.15", vx=0.15),
+    const("backward_0.1", vx=-0.1),
+    const("left_0.1", vy=0.1),
+    const("right_0.1", vy=-0.1),
+    const("turn_left_0.5", wz=0.5),
+    const("turn_right_0.5", wz=-0.5),
+    script,
+  )
+
+
+class ScoreError(ValueError):
+  """The policy cannot be scored (missing file, mismatched contract)."""
+
+
+# ---- Finding the policy and its configuration.
+
+
+def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any] | None, Path]:
+  """(ONNX file, the run's env config or None, default output directory) for PATH.
+
+  PATH is an `.onnx` file, a checkpoint step directory or a run directory
+  (its latest checkpoint). A checkpoint without `policy.onnx` is exported.
+  """
+  from playground.common import checkpointing
+
+  path = Path(path).expanduser()
+  if not path.exists():
+    raise ScoreError(f"{path} does not exist (expected a run directory, a checkpoint directory or an .onnx file)")
+  if path.is_file():
+    if path.suffix != ".onnx":
+      raise ScoreError(f"{path} is not an .onnx file, a checkpoint directory or a run directory")
+    return path, None, path.parent
+  step_dir = checkpointing.resolve(path)
+  onnx_path = step_dir / "policy.onnx"
+  if not onnx_path.is_file():
+    from playground.common import export
+
+    onnx_path, _ = export.export_checkpoint(step_dir)
+  config_path = step_dir.parent / "config.json"
+  env_config = json.loads(config_path.read_text())["env_config"] if config_path.is_file() else None
+  return onnx_path, env_config, step_dir
+
+
+def check_contract(metadata: dict[str, Any], ids: Any, ctrl_dt: float) -> None:
+  """Refuses (ScoreError, one line) a policy whose contract differs from the model's."""
+  from playground.open_duck_mini_v2 import constants as consts
+  from playground.open_duck_mini_v2 import observations as obs_lib
+  from playground.open_duck_mini_v2.runner import ENVS
+
+  differences = []
+  if metadata.get("robot") != "open_duck_mini_v2":
+    differences.append(f"robot is '{metadata.get('robot')}', not 'open_duck_mini_v2'")
+  if metadata.get("env") not in ENVS:
+    differences.append(f"env '{metadata.get('env')}' is not one of {', '.join(ENVS)}")
+  if metadata.get("observation_layout") != obs_lib.STATE_LAYOUT.to_json():
+    differences.append(
+      f"observation layout differs ({metadata.get('observation_size', '?')} inputs; "
+      f"the model observes {obs_lib.STATE_LAYOUT.size})"
+    )
+  if list(metadata.get("action_names", [])) != list(consts.ACTUATOR_NAMES):
+    differences.append("action order differs from the model's actuators")
+  period = metadata.get("control_period_s")
+  if period is None or abs(float(period) - ctrl_dt) > 1e-9:
+    differences.append(f"control period is {period} s, the env runs at {ctrl_dt} s")
+  home = metadata.get("home_pose")
+  if home is None or len(home) != len(ids.home_ctrl) or not np.allclose(home, ids.home_ctrl, atol=1e-4):
+    differences.append("home pose differs from the model's home keyframe")
+  if differences:
+    raise ScoreError("the policy does not match the Open Duck Mini V2 model: " + "; ".join(differences))
+
+
+def score_config(metadata: dict[str, Any], env_config: dict[str, Any] | None, clean: bool):
+  """The env config to play with: the run's (or the env's default), as the policy was trained."""
+  from ml_collections import config_dict
+
+  from playground.open_duck_mini_v2.runner import env_class
+
+  config = env_class(metadata["env"]).default_config()
+  if env_config is not None:
+    config = config_dict.ConfigDict(env_config)
+  config.action_scale = float(metadata.get("action_scale", config.action_scale))
+  # The phase advances at the frequency the policy was trained with (written at
+  # export); the reference itself is not needed to play.
+  config.gait_frequency = float(metadata.get("gait_frequency_hz", config.gait_frequency))
+  if "imitation" in config.reward_config.scales:
+    config.reward_config.scales.imitation = 0.0
+  config.push_config.enable = False
+  if clean:
+    config.noise_config.level = 0.0
+    config.delay.action_steps = (0, 0)
+    config.delay.imu_steps = (0, 0)
+    config.domain_randomization.enabled = False
+  return config
+
+
+# ---- Lockstep playback of many episodes in MuJoCo C.
+
+
+def _randomized_models(env, config, keys: np.ndarray) -> list:
+  """One MuJoCo C model per key, randomized like the training env (or copies)."""
+  import copy
+
+  import jax
+  from mujoco import mjx
+
+  from playground.common import randomize
+  from playground.open_duck_mini_v2 import constants as consts
+
+  base_model = env.mj_model
+  if not config.domain_randomization.enabled:
+    return [copy.copy(base_model) for _ in keys]
+  targets = randomize.RandomizationTargets(
+    consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES, consts.HEAD_JOINT_NAMES
+  )
+  fn = randomize.make_randomization_fn(base_model, targets, config.domain_randomization)
+  batched, _ = fn(mjx.put_model(base_model), jax.numpy.asarray(keys))
+  models = []
+  for i in range(len(keys)):
+    m = copy.copy(base_model)
+    for name in randomize.RANDOMIZED_FIELDS:
+      getattr(m, name)[:] = np.asarray(getattr(batched, name)[i])
+    models.append(m)
+  return models
+
+
+class _Stepper:
+  """The training env's per-step functions, batched over episodes and jitted once per env."""
+
+  _cache: dict[int, _Stepper] = {}
+
+  def __init__(self, env):
+    import jax
+    from flax import struct
+
+    from playground.open_duck_mini_v2 import base
+
+    ids = env.ids
+
+    @struct.dataclass
+    class ModelView:
+      qpos0: jax.Array
+
+    self.ModelView = ModelView
+    read = jax.vmap(lambda mv, view: base.read(ids, mv, view))
+
+    def start(key, model_views, views, command):
+      k_info, k_obs = jax.random.split(key)
+      n = command.shape[0]
+      readings = read(model_views, views)
+      info = jax.vmap(env.initial_info)(jax.random.split(k_info, n), readings)
+      info["command"] = command
+      obs, info["imu_buffer"] = jax.vmap(env.observe)(readings, info, jax.random.split(k_obs, n))
+      return info, obs["state"]
+
+    def act(key, info, action, command):
+      info = dict(info, command=command)
+      n = command.shape[0]
+      info = jax.vmap(env.apply_action)(info, action, jax.random.split(key, n))
+      return info, info["motor_targets"]
+
+    def sense(key, info, model_views, views, action):
+      n = action.shape[0]
+      readings = read(model_views, views)
+      info, _ = jax.vmap(env.advance)(info, readings, action)
+      obs, info["imu_buffer"] = jax.vmap(env.observe)(readings, info, jax.random.split(key, n))
+      return info, obs["state"], readings
+
+    self.start = jax.jit(start)
+    self.act = jax.jit(act)
+    self.sense = jax.jit(sense)
+
+  @classmethod
+  def of(cls, env) -> _Stepper:
+    if id(env) not in cls._cache:
+      cls._cache[id(env)] = cls(env)
+    return cls._cache[id(env)]
+
+
+def play(
+  policy: Callable[[np.ndarray], np.ndarray],
+  env,
+  config,
+  commands: Sequence[Command],
+  seeds: int,
+  seed: int = 0,
+) -> list[dict[str, Any]]:
+  """Plays every (command, seed) episode in lockstep; returns per-episode raw metrics."""
+  import jax
+  import jax.numpy as jp
+  import mujoco
+
+  from playground.open_duck_mini_v2 import base
+  from playground.open_duck_mini_v2 import constants as consts
+
+  episodes = [(c, s) for c in commands for s in range(seeds)]
+  n = len(episodes)
+  key = jax.random.PRNGKey(seed)
+  key, k_models = jax.random.split(key)
+  models = _randomized_models(env, config, np.asarray(jax.random.split(k_models, n)))
+  datas = [mujoco.MjData(m) for m in models]
+  home = models[0].key(consts.HOME_KEYFRAME).id
+  for m, d in zip(models, datas):
+    mujoco.mj_resetDataKeyframe(m, d, home)
+    mujoco.mj_forward(m, d)
+  ids = env.ids
+  stepper = _Stepper.of(env)
+  model_views = stepper.ModelView(qpos0=jp.asarray(np.stack([m.qpos0 for m in models]), jp.float32))
+
+  def views():
+    return jax.tree_util.tree_map(lambda *x: np.stack(x), *[base.DataView.from_mjdata(d) for d in datas])
+
+  dt = env.dt
+  steps = np.array([int(round(c.duration / dt)) for c, _ in episodes])
+  total = int(steps.max())
+  settle = int(round(SETTLE_S / dt))
+  schedule = np.stack([[c.at(t * dt) for c, _ in episodes] for t in range(total)])  # [T, n, 7]
+  keys = np.asarray(jax.random.split(key, 2 * total + 1))
+  info, obs = stepper.start(keys[0], model_views, views(), jp.asarray(schedule[0]))
+
+  jnt_range = np.stack([m.jnt_range[m.actuator_trnid[:, 0]] for m in models])
+  root = ids.root_body
+  cfg_term = config.termination
+  alive = np.ones(n, bool)
+  survival = steps * dt
+  start_xy = np.stack([d.xpos[root, :2].copy() for d in datas])
+  end_xy = start_xy.copy()
+  last_action = np.zeros((n, len(ids.home_ctrl)), np.float32)
+  counted = np.zeros(n)
+  sums = {k: np.zeros(n) for k in ("slip", "limit", "smooth", "power")}
+  cmd_log = np.zeros((total, n, 3))
+  vel_log = np.zeros((total, n, 3))
+  used = np.zeros((total, n), bool)
+  for t in range(total):
+    command = jp.asarray(schedule[t])
+    action = np.asarray(policy(np.asarray(obs, np.float32)), np.float32)
+    info, targets = stepper.act(keys[1 + 2 * t], info, jp.asarray(action), command)
+    targets = np.asarray(targets)
+    running = alive & (t < steps)
+    for i in np.flatnonzero(running):
+      datas[i].ctrl[:] = targets[i]
+      mujoco.mj_step(models[i], datas[i], nstep=env.n_substeps)
+    info, obs, readings = stepper.sense(keys[2 + 2 * t], info, model_views, views(), jp.asarray(action))
+    r = jax.tree_util.tree_map(np.asarray, readings)
+    finite = np.array([np.isfinite(d.qpos).all() for d in datas])
+    tipped = -r.gravity[:, 2] < cfg_term.min_up_z
+    fell = running & (tipped | (r.base_height[:, 0] < cfg_term.min_base_height) | ~finite)
+    survival = np.where(fell, (t + 1) * dt, survival)
+    alive &= ~fell
+    ok = running & ~fell
+    xy = np.stack([d.xpos[root, :2] for d in datas])
+    end_xy[running] = xy[running]
+    measured = ok & (t + 1 > settle)
+    if measured.any():
+      x_axis = np.stack([d.xmat[root].reshape(3, 3)[:, 0] for d in datas])
+      yaw = np.arctan2(x_axis[:, 1], x_axis[:, 0])
+      c, s = np.cos(yaw), np.sin(yaw)
+      v = r.global_linvel
+      vel_log[t] = np.stack([c * v[:, 0] + s * v[:, 1], -s * v[:, 0] + c * v[:, 1], r.global_angvel[:, 2]], -1)
+      cmd_log[t] = schedule[t][:, :3]
+      used[t] = measured
+      feet_vel = r.feet_vel.reshape(n, 2, 3)
+      slip = np.sum(np.linalg.norm(feet_vel[:, :, :2], axis=-1) * (r.feet_contacts > 0.5), axis=-1)
+      q = r.joint_pos + ids.home_ctrl
+      near = (q < jnt_range[:, :, 0] + JOINT_LIMIT_MARGIN) | (q > jnt_range[:, :, 1] - JOINT_LIMIT_MARGIN)
+      w = measured.astype(float)
+      sums["slip"] += w * slip
+      sums["limit"] += w * near.any(axis=-1)
+      sums["smooth"] += w * np.mean(np.abs(action - last_action), axis=-1)
+      sums["power"] += w * np.sum(np.abs(r.actuator_force * r.joint_vel), axis=-1)
+      counted += w
+    last_action = np.where(ok[:, None], action, last_action)
+  out = []
+  for i, (command, s) in enumerate(episodes):
+    mean = lambda k, i=i: float(sums[k][i] / counted[i]) if counted[i] else float("nan")  # noqa: E731
+    out.append(
+      dict(
+        command=command.name,
+        seed=s,
+        duration_s=command.duration,
+        survival_s=float(survival[i]),
+        fell=bool(not alive[i]),
+        cmd=cmd_log[used[:, i], i],
+        vel=vel_log[used[:, i], i],
+        distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
+        foot_slip_mps=mean("slip"),
+        joint_limit_share=mean("limit"),
+        action_smoothness=mean("smooth"),
+        power_w=mean("power"),
+      )
+    )
+  return out
+
+
+def _mean(values) -> float:
+  return float(np.mean(values)) if len(values) else float("nan")
+
+
+def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command]) -> dict[str, Any]:
+  """Per-command means over seeds, and the headline numbers."""
+  per_command = {}
+  for command in commands:
+    eps = [e for e in episodes if e["command"] == command.name]
+    cmd = np.concatenate([e["cmd"] for e in eps]) if eps else np.zeros((0, 3))
+    vel = np.concatenate([e["vel"] for e in eps]) if eps else np.zeros((0, 3))
+    entry = {
+      "episodes": len(eps),
+      "falls": int(sum(e["fell"] for e in eps)),
+      "survival_s": _mean([e["survival_s"] for e in eps]),
+      "duration_s": command.duration,
+      "commanded": dict(zip(("vx", "vy", "yaw_rate"), _round(np.mean(cmd, axis=0) if len(cmd) else [0.0] * 3))),
+      "achieved": dict(zip(("vx", "vy", "yaw_rate"), _round(np.mean(vel, axis=0) if len(vel) else [math.nan] * 3))),
+      "lin_vel_error_mps": _mean(np.linalg.norm(cmd[:, :2] - vel[:, :2], axis=1)) if len(vel) else math.nan,
+      "yaw_rate_error_radps": _mean(np.abs(cmd[:, 2] - vel[:, 2])) if len(vel) else math.nan,
+      "distance_m": _mean([e["distance_m"] for e in eps]),
+      "foot_slip_mps": _mean([e["foot_slip_mps"] for e in eps]),
+      "joint_limit_share": _mean([e["joint_limit_share"] for e in eps]),
+      "action_smoothness": _mean([e["action_smoothness"] for e in eps]),
+      "power_w": _mean([e["power_w"] for e in eps]),
+    }
+    per_command[command.name] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in entry.items()}
+  moving = [c for c in per_command.values() if not math.isnan(c["lin_vel_error_mps"])]
+  headline = {
+    "falls": int(sum(c["falls"] for c in per_command.values())),
+    "episodes": int(sum(c["episodes"] for c in per_command.values())),
+    "tracking_error_mps": round(_mean([c["lin_vel_error_mps"] for c in moving]), 4),
+    "yaw_rate_error_radps": round(_mean([c["yaw_rate_error_radps"] for c in moving]), 4),
+  }
+  if "forward_0.1" in per_command:
+    headline["vx_at_0.1"] = per_command["forward_0.1"]["achieved"]["vx"]
+  if "turn_left_0.5" in per_command and "turn_right_0.5" in per_command:
+    left = per_command["turn_left_0.5"]["achieved"]["yaw_rate"]
+    right = per_command["turn_right_0.5"]["achieved"]["yaw_rate"]
+    headline["yaw_rate_at_0.5"] = round((left - right) / 2, 4)
+  if "stand" in per_command:
+    headline["stand_drift_mps"] = per_command["stand"]["lin_vel_error_mps"]
+  return {"headline": headline, "commands": per_command}
+
+
+def _round(values) -> list[float]:
+  return [round(float(v), 4) for v in values]
+
+
+_ENVS: dict[tuple[str, str, str], Any] = {}
+
+
+def score(
+  policy_path: str | Path,
+  env_config: dict[str, Any] | None = None,
+  seeds: int = 3,
+  clean: bool = False,
+  seed: int = 0,
+  task: str | None = None,
+  commands: Sequence[Command] | None = None,
+) -> dict[str, Any]:
+  """Scores an ONNX policy; returns the JSON-able scorecard.
+
+  Args:
+    policy_path: the `.onnx` file.
+    env_config: the run's env config (`config.json`'s `env_config`), or None
+      for the env's default config.
+    seeds: episodes per command.
+    clean: no randomization, noise or delays.
+    seed: base seed of the randomized models, noise and delays.
+    task: scene (default: the policy's own).
+    commands: the suite (default: `suite()`).
+
+  Raises:
+    ScoreError: a policy whose contract does not match the model.
+  """
+  from playground.common import onnx_export
+  from playground.open_duck_mini_v2 import base
+  from playground.open_duck_mini_v2 import constants as consts
+  from playground.open_duck_mini_v2.mujoco_infer import onnx_policy
+  from playground.open_duck_mini_v2.runner import env_class
+
+  started = time.monotonic()
+  metadata = onnx_export.read_metadata(policy_path)
+  task = task or metadata.get("task") or "flat_terrain"
+  if task not in consts.TASKS:
+    raise ScoreError(f"unknown task '{task}'; valid: {', '.join(consts.TASKS)}")
+  ids = base.RobotIndices.from_model(base.load_model(task))
+  ctrl_dt = float((env_config or {}).get("ctrl_dt", 0.02))
+  check_contract(metadata, ids, ctrl_dt)
+  config = score_config(metadata, env_config, clean)
+  cache_key = (metadata["env"], task, json.dumps(config.to_dict(), sort_keys=True, default=str))
+  if cache_key not in _ENVS:
+    # Built once per process and configuration, so that a runner scoring every
+    # checkpoint compiles the per-step functions only once.
+    _ENVS[cache_key] = env_class(metadata["env"])(task=task, config=config)
+  env = _ENVS[cache_key]
+  commands = tuple(commands or suite())
+  session = onnx_policy(policy_path, batched=True)
+  episodes = play(session, env, config, commands, seeds, seed)
+  card = summarize(episodes, commands)
+  card["policy"] = str(policy_path)
+  card["env"], card["task"] = metadata["env"], task
+  card["training_step"] = metadata.get("training_step")
+  card["seeds"] = seeds
+  card["conditions"] = (
+    "clean: no randomization, noise or delays"
+    if clean
+    else "training domain randomization, sensor noise and action/IMU delays; no pushes"
+  )
+  card["wall_time_s"] = round(time.monotonic() - started, 2)
+  return card
+
+
+# ---- Reporting.
+
+
+def table(card: dict[str, Any]) -> str:
+  """The scorecard as a fixed-width text table with the headline line."""
+  header = (
+    f"{'command':<15}{'falls':>6}{'surv s':>8}{'cmd vx':>8}{'vx':>8}{'cmd vy':>8}{'vy':>8}"
+    f"{'cmd wz':>8}{'wz':>8}{'v err':>7}{'wz err':>7}{'dist m':>7}{'slip':>6}{'limit':>6}{'|da|':>6}{'W':>6}"
+  )
+  lines = [header]
+  for name, c in card["commands"].items():
+    cm, ac = c["commanded"], c["achieved"]
+    lines.append(
+      f"{name:<15}{c['falls']:>3}/{c['episodes']:<2}{c['survival_s']:>8.1f}{cm['vx']:>8.3f}{ac['vx']:>8.3f}"
+      f"{cm['vy']:>8.3f}{ac['vy']:>8.3f}{cm['yaw_rate']:>8.2f}{ac['yaw_rate']:>8.2f}"
+      f"{c['lin_vel_error_mps']:>7.3f}{c['yaw_rate_error_radps']:>7.2f}{c['distance_m']:>7.2f}"
+      f"{c['foot_slip_mps']:>6.3f}{c['joint_limit_share']:>6.2f}{c['action_smoothness']:>6.3f}{c['power_w']:>6.2f}"
+    )
+  lines.append(headline_line(card))
+  return "\n".join(lines)
+
+
+def headline_line(card: dict[str, Any]) -> str:
+  """One line: falls, mean tracking error, speed at the 0.1 m/s command."""
+  h = card["headline"]
+  parts = [
+    f"falls {h['falls']}/{h['episodes']}",
+    f"velocity tracking error {h['tracking_error_mps']:.3f} m/s",
+    f"yaw-rate error {h['yaw_rate_error_radps']:.2f} rad/s",
+  ]
+  if "vx_at_0.1" in h:
+    parts.append(f"vx at 0.1 m/s command {h['vx_at_0.1']:.3f} m/s")
+  if "yaw_rate_at_0.5" in h:
+    parts.append(f"yaw rate at 0.5 rad/s command {h['yaw_rate_at_0.5']:.2f} rad/s")
+  return "score: " + ", ".join(parts)
+
+
+def plot(card: dict[str, Any], path: str | Path) -> Path:
+  """One PNG: commanded vs achieved vx, vy and yaw rate per command, falls marked."""
+  import matplotlib
+
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  names = list(card["commands"])
+  x = np.arange(len(names))
+  fig, axes = plt.subplots(3, 1, figsize=(10, 7), sharex=True)
+  for ax, key, unit in zip(axes, ("vx", "vy", "yaw_rate"), ("m/s", "m/s", "rad/s")):
+    commanded = [card["commands"][n]["commanded"][key] for n in names]
+    achieved = [card["commands"][n]["achieved"][key] for n in names]
+    ax.bar(x - 0.2, commanded, 0.4, label="commanded", color="#bbbbbb")
+    ax.bar(x + 0.2, achieved, 0.4, label="achieved", color="#e69f00")
+    ax.axhline(0.0, color="black", linewidth=0.5)
+    ax.set_ylabel(f"{key} ({unit})")
+  for i, n in enumerate(names):
+    falls = card["commands"][n]["falls"]
+    if falls:
+      axes[0].annotate(f"{falls} fall(s)", (i, 0), ha="center", va="bottom", color="red", fontsize=8)
+  axes[0].legend(loc="upper right")
+  axes[-1].set_xticks(x, names, rotation=30, ha="right")
+  step = card.get("training_step")
+  fig.suptitle(f"{Path(card['policy']).name} (step {step}): {headline_line(card)[7:]}", fontsize=8)
+  fig.tight_layout()
+  path = Path(path)
+  fig.savefig(path, dpi=90)
+  plt.close(fig)
+  return path
+
+
+def write(card: dict[str, Any], out_dir: Path, stem: str = "score") -> tuple[Path, Path]:
+  """Writes `<stem>.json` and `<stem>.png` into `out_dir`."""
+  out_dir.mkdir(parents=True, exist_ok=True)
+  json_path = out_dir / f"{stem}.json"
+  json_path.write_text(json.dumps(card, indent=2) + "\n")
+  return json_path, plot(card, out_dir / f"{stem}.png")
+
+
+def tensorboard_scalars(card: dict[str, Any]) -> dict[str, float]:
+  """The headline as `score/*` scalars."""
+  h = card["headline"]
+  out = {
+    "score/falls": float(h["falls"]),
+    "score/fall_share": float(h["falls"]) / max(h["episodes"], 1),
+    "score/tracking_error_mps": float(h["tracking_error_mps"]),
+    "score/yaw_rate_error_radps": float(h["yaw_rate_error_radps"]),
+  }
+  for key in ("vx_at_0.1", "yaw_rate_at_0.5", "stand_drift_mps"):
+    if key in h:
+      out[f"score/{key}"] = float(h[key])
+  return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+  """Command-line entry point."""
+  os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+  logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+  parser = argparse.ArgumentParser(description="Score an Open Duck Mini V2 policy on a fixed command suite.")
+  parser.add_argument("path", help="run directory (latest checkpoint), checkpoint directory, or .onnx file")
+  parser.add_argument("--seeds", type=int, default=3, help="episodes per command (default 3)")
+  parser.add_argument("--seed", type=int, default=0, help="base seed of randomization, noise and delays")
+  parser.add_argument("--clean", action="store_true", help="no domain randomization, sensor noise or delays")
+  parser.add_argument("--task", help="scene (default: the policy's own)")
+  parser.add_argument("--output", help="directory for score.json and score.png (default: next to the policy)")
+  args = parser.parse_args(argv)
+  from playground.common import checkpointing
+  from playground.common import config as config_lib
+  from playground.common import onnx_export
+  from playground.common.runner import setup_compilation_cache
+
+  setup_compilation_cache(None)
+  try:
+    if args.seeds < 1:
+      raise ScoreError(f"--seeds must be at least 1, got {args.seeds}")
+    policy_path, env_config, out_dir = resolve_policy(args.path)
+    card = score(policy_path, env_config, args.seeds, args.clean, args.seed, args.task)
+  except (ScoreError, checkpointing.CheckpointError, onnx_export.ExportError, config_lib.ConfigError) as e:
+    sys.stderr.write(f"error: {e}\n")
+    return 2
+  except Exception as e:  # noqa: BLE001 - an unreadable file is one line, not a traceback
+    if "onnx" in type(e).__module__ or "protobuf" in str(type(e)).lower() or "DecodeError" in type(e).__name__:
+      sys.stderr.write(f"error: {args.path} is not a readable ONNX policy: {str(e).splitlines()[0][:200]}\n")
+      return 2
+    raise
+  stem = "score" if Path(args.path).is_dir() else f"{policy_path.stem}_score"
+  json_path, png_path = write(card, Path(args.output) if args.output else out_dir, stem)
+  print(table(card))
+  logger.info("wrote %s and %s (%.1f s)", json_path, png_path, card["wall_time_s"])
+  return 0
+
+
+if __name__ == "__main__":
+  sys.exit(main())

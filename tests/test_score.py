@@ -1,0 +1,112 @@
+"""The policy scorecard: it tells standing from walking and refuses foreign policies."""
+
+import json
+
+import numpy as np
+import pytest
+from helpers import REPO_ROOT
+from helpers import run_cli
+
+from playground.common import export
+from playground.common import onnx_export
+from playground.common.tensorboard_reader import read_scalars
+from playground.open_duck_mini_v2 import score
+from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+from playground.open_duck_mini_v2.runner import env_class
+
+SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
+
+
+def write_policy(path, metadata_changes=None, bias=None):
+  """A 2-layer policy whose action is tanh(bias) whatever it observes (zero: home pose)."""
+  meta = export.policy_metadata(
+    OpenDuckMiniV2Runner, "joystick", "flat_terrain", env_class("joystick").default_config(), 0, "state"
+  )
+  meta.update(metadata_changes or {})
+  out_bias = np.zeros(28, np.float32)
+  if bias is not None:
+    out_bias[:14] = bias
+  params = {
+    "params": {
+      "hidden_0": {"kernel": np.zeros((101, 8), np.float32), "bias": np.zeros(8, np.float32)},
+      "hidden_1": {"kernel": np.zeros((8, 28), np.float32), "bias": out_bias},
+    }
+  }
+  model = onnx_export.build_model(np.zeros(101), np.ones(101), params, 14, "swish", meta)
+  path.write_bytes(model.SerializeToString())
+  return path
+
+
+@pytest.fixture(scope="module")
+def zero_card(tmp_path_factory):
+  policy = write_policy(tmp_path_factory.mktemp("zero") / "zero.onnx")
+  result = run_cli(policy, "--seeds", "1", script=SCORE, timeout=600)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return policy, result
+
+
+def test_a_zero_action_policy_stands_and_does_not_walk(zero_card):
+  policy, result = zero_card
+  card = json.loads((policy.parent / "zero_score.json").read_text())
+  h = card["headline"]
+  # With randomization, noise and delays on, holding the home pose keeps the duck up...
+  assert h["falls"] == 0 and h["episodes"] == len(score.suite())
+  # ...and it goes nowhere, whatever the command.
+  assert abs(h["vx_at_0.1"]) < 0.02
+  assert abs(h["yaw_rate_at_0.5"]) < 0.1
+  assert card["commands"]["forward_0.1"]["lin_vel_error_mps"] > 0.08
+  assert card["commands"]["turn_left_0.5"]["yaw_rate_error_radps"] > 0.4
+  assert card["commands"]["script"]["duration_s"] == pytest.approx(20.0)
+  assert "randomization" in card["conditions"]
+  # The table and the headline are printed; the PNG is a real image.
+  assert "forward_0.1" in result.stdout and "score: falls 0/9" in result.stdout
+  assert (policy.parent / "zero_score.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_leaning_policy_is_measured_moving_or_falling(tmp_path):
+  # Bending every leg joint hard changes the pose: the scorecard must see the
+  # duck fall or move (it is not a constant).
+  leaning = np.zeros(14, np.float32)
+  leaning[[2, 11]] = [-3.0, 3.0]  # hip pitches forward
+  policy = write_policy(tmp_path / "lean.onnx", bias=leaning)
+  commands = score.suite()[:2]
+  card = score.score(policy, seeds=1, clean=True, commands=commands)
+  stand = card["commands"]["stand"]
+  assert stand["falls"] == 1 or stand["distance_m"] > 0.05
+
+
+@pytest.mark.parametrize(
+  "change, expected",
+  [
+    ({"action_names": ["x"] * 14}, "action order differs"),
+    ({"observation_layout": [["gyro", 3]], "observation_size": 3}, "observation layout differs"),
+    ({"control_period_s": 0.01}, "control period is 0.01 s"),
+    ({"robot": "cartpole"}, "robot is 'cartpole'"),
+  ],
+)
+def test_a_mismatched_policy_is_refused_in_one_line(tmp_path, change, expected):
+  policy = write_policy(tmp_path / "bad.onnx", change)
+  with pytest.raises(score.ScoreError, match=expected):
+    score.score(policy, seeds=1)
+
+
+def test_the_cli_refuses_a_mismatched_or_missing_policy_in_one_line(tmp_path):
+  policy = write_policy(tmp_path / "bad.onnx", {"action_names": ["x"] * 14})
+  for path in (policy, tmp_path / "missing.onnx"):
+    result = run_cli(path, script=SCORE, timeout=300)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: ") and "Traceback" not in result.stderr
+  assert not (tmp_path / "bad_score.json").exists()
+
+
+def test_the_runner_scores_every_checkpoint_into_tensorboard(smoke_run):
+  run_dir, _ = smoke_run
+  step_dir = run_dir / "000000002560"
+  card = json.loads((step_dir / "score.json").read_text())
+  assert card["seeds"] == 2 and card["training_step"] == 2560
+  assert (step_dir / "score.png").is_file()
+  scalars = read_scalars(run_dir)
+  for name in ("score/falls", "score/tracking_error_mps", "score/vx_at_0.1", "score/yaw_rate_at_0.5"):
+    assert name in scalars, sorted(scalars)
+  assert scalars["score/falls"][-1][1] == card["headline"]["falls"]
