@@ -1,14 +1,26 @@
 """The training command line, run as real subprocesses."""
 
+import dataclasses
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import orbax.checkpoint as ocp
 import pytest
+from helpers import REPO_ROOT
 from helpers import run_cli
+from tensorboardX import SummaryWriter
 
 from playground.common import distributed
+from playground.common import run_dirs
+from playground.common.runner import RunArgs
+from playground.common.runner import RunError
+from playground.common.runner import resume_command
 from playground.common.tensorboard_reader import read_scalars
+from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
 
 def test_smoke_run_logs_tensorboard_scalars(smoke_run):
@@ -96,3 +108,213 @@ def test_training_runs_on_the_warp_backend(tmp_path):
   assert (step_dir / "policy.onnx").is_file(), sorted(p.name for p in run_dir.iterdir())
   rewards = [v for _, v in read_scalars(run_dir)["eval/episode_reward"]]
   assert len(rewards) >= 2 and all(math.isfinite(v) for v in rewards)
+
+
+# ---- Run directories: names, --overwrite, --output_dir, --resume records, --list.
+
+
+def listing(root: Path) -> list[tuple[str, str]]:
+  """Every path under `root` with its kind and, for files, its content."""
+  out = []
+  for p in sorted(root.rglob("*")):
+    kind = "link" if p.is_symlink() else ("dir" if p.is_dir() else "file")
+    out.append((str(p.relative_to(root)), kind + (":" + p.read_text() if kind == "file" else "")))
+  return out
+
+
+def fake_run(run_dir: Path, steps=(2560,), planned=2560, **flags) -> Path:
+  """A run directory as the runner leaves it: record, marker, checkpoint directories."""
+  args = dataclasses.asdict(RunArgs(env="joystick", task="flat_terrain", preset="smoke", cpu_devices="auto"))
+  args.update(extra={"reference": None, "allow_pickle": False}, **flags)
+  args.pop("explicit")
+  record = {
+    "robot": "open_duck_mini_v2",
+    "env": args["env"],
+    "task": args["task"],
+    "preset": args["preset"],
+    "env_config": {},
+    "ppo_config": {"num_timesteps": planned, "num_envs": 16},
+    "flags": args,
+  }
+  run_dir.mkdir(parents=True)
+  (run_dir / run_dirs.CONFIG_FILE).write_text(json.dumps(record))
+  for step in steps:
+    step_dir = run_dir / run_dirs.step_dir_name(step)
+    (step_dir / "state").mkdir(parents=True)
+    (step_dir / "meta.json").write_text(json.dumps({"step": step, "compat": {"seed": args["seed"]}}))
+  return run_dir
+
+
+def assert_one_line_error(result, expected):
+  assert result.returncode == 2, result.stderr[-2000:]
+  lines = [line for line in result.stderr.splitlines() if line.strip()]
+  assert len(lines) == 1 and expected in lines[0], result.stderr[-2000:]
+  assert "Traceback" not in result.stderr
+
+
+@pytest.fixture
+def workspace(tmp_path):
+  """tmp/out holds a finished run and unrelated files; tmp/outside is a run outside --output_dir."""
+  out = tmp_path / "out"
+  fake_run(out / "done")
+  (out / "notes").mkdir()
+  (out / "notes" / "todo.txt").write_text("keep me")
+  (out / "plain.txt").write_text("keep me too")
+  fake_run(tmp_path / "outside")
+  (out / "link").symlink_to(tmp_path / "outside")
+  (tmp_path / "a_file").write_text("not a directory")
+  return tmp_path
+
+
+@pytest.mark.parametrize(
+  "args, expected",
+  [
+    (["--exp_name", "..", "--overwrite"], "--exp_name '..' must be one directory name"),
+    (["--exp_name", ".", "--overwrite"], "--exp_name '.' must be one directory name"),
+    (["--exp_name", "", "--overwrite"], "--exp_name '' must be one directory name"),
+    (["--exp_name", "done/x", "--overwrite"], "must be one directory name"),
+    (["--exp_name", "../outside", "--overwrite"], "must be one directory name"),
+    (["--exp_name", "a\\b", "--overwrite"], "must be one directory name"),
+    (["--exp_name", "ABS", "--overwrite"], "must be one directory name"),
+    (["--exp_name", "notes", "--overwrite"], "is not a run directory of this project"),
+    (["--exp_name", "plain.txt", "--overwrite"], "exists and is not a directory"),
+    (["--exp_name", "link", "--overwrite"], "which is not inside --output_dir"),
+    (["--exp_name", "done"], "FileExistsError"),
+    (["--exp_name", "x", "--output_dir", "A_FILE/runs"], "which is not a directory"),
+    (["--exp_name", "x", "--output_dir", "A_FILE"], "is not a directory"),
+  ],
+)
+def test_paths_that_could_delete_or_escape_are_refused_and_touch_nothing(workspace, args, expected):
+  args = [str(workspace / "outside") if a == "ABS" else a.replace("A_FILE", str(workspace / "a_file")) for a in args]
+  before = listing(workspace)
+  result = run_cli("--preset", "smoke", "--output_dir", workspace / "out", *args, timeout=300)
+  assert_one_line_error(result, expected)
+  assert listing(workspace) == before
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_an_output_dir_that_is_not_writable_is_refused(tmp_path):
+  (tmp_path / "locked").mkdir(mode=0o555)
+  result = run_cli("--preset", "smoke", "--output_dir", tmp_path / "locked" / "runs", "--exp_name", "x", timeout=300)
+  assert_one_line_error(result, "is not writable")
+
+
+def test_exp_name_must_be_one_path_component():
+  for name in ("run", "run-2.b", "..hidden"):
+    run_dirs.check_exp_name(name)
+  for name in ("", ".", "..", "a/b", "a\\b", "/abs", "nul\0byte"):
+    with pytest.raises(run_dirs.RunDirError, match="one directory name"):
+      run_dirs.check_exp_name(name)
+
+
+def test_only_project_runs_inside_output_dir_are_deletable(workspace):
+  out = workspace / "out"
+  assert run_dirs.deletable_run_dir(out / "done", out) == (out / "done").resolve()
+  (out / "old").mkdir()
+  (out / "old" / run_dirs.MARKER).write_text("{}")
+  assert run_dirs.deletable_run_dir(out / "old", out) == (out / "old").resolve()
+  (out / "inner").symlink_to(out / "done")
+  assert run_dirs.deletable_run_dir(out / "inner", out) == (out / "done").resolve()
+  for name, message in (("notes", "not a run directory"), ("link", "not inside"), ("plain.txt", "not a directory")):
+    with pytest.raises(run_dirs.RunDirError, match=message):
+      run_dirs.deletable_run_dir(out / name, out)
+  with pytest.raises(run_dirs.RunDirError, match="not inside"):
+    run_dirs.deletable_run_dir(out, out)
+  # A config.json of some other tool does not make a run.
+  (out / "notes" / "config.json").write_text('{"name": "other tool"}')
+  with pytest.raises(run_dirs.RunDirError, match="not a run directory"):
+    run_dirs.deletable_run_dir(out / "notes", out)
+  run_dirs.delete_run_dir(out / "inner", out)
+  assert not (out / "done").exists() and (workspace / "outside" / "config.json").is_file()
+
+
+@pytest.mark.parametrize(
+  "args, expected",
+  [
+    (["--seed", "3"], "--seed 3 conflicts with --seed 0 recorded in"),
+    (["--env", "standing"], "--env standing conflicts with --env joystick"),
+    (["--preset", "quick"], "--preset quick conflicts with --preset smoke"),
+    (["--num_envs", "32"], "--num_envs 32 conflicts with --num_envs unset (16 from the preset)"),
+    (["--set", "ppo.learning_rate=1"], "--set [ppo.learning_rate=1] conflicts with --set (none)"),
+    (["--allow_pickle"], "--allow_pickle True conflicts with --allow_pickle False"),
+  ],
+)
+def test_resume_refuses_flags_that_conflict_with_the_record(tmp_path, args, expected):
+  run_dir = fake_run(tmp_path / "run", steps=(1280,))
+  before = listing(tmp_path)
+  result = run_cli("--output_dir", tmp_path, "--exp_name", "run", "--resume", *args, timeout=300)
+  assert_one_line_error(result, expected)
+  assert "drop" in result.stderr and str(run_dir / "config.json") in result.stderr
+  assert listing(tmp_path) == before
+
+
+def test_resume_takes_the_flags_from_the_record(tmp_path):
+  fake_run(tmp_path / "run", steps=(1280,), seed=7, overrides=["ppo.learning_rate=0.01"], num_envs=16, eval_every=640)
+  runner = OpenDuckMiniV2Runner(
+    RunArgs(
+      env="joystick",
+      task="flat_terrain",
+      output_dir=str(tmp_path),
+      exp_name="run",
+      resume=True,
+      num_timesteps=5120,
+      num_envs=16,
+      explicit=frozenset({"output_dir", "exp_name", "resume", "num_timesteps", "env", "num_envs"}),
+    )
+  )
+  runner.apply_record()
+  a = runner.args
+  assert (a.preset, a.seed, a.num_envs, tuple(a.overrides)) == ("smoke", 7, 16, ("ppo.learning_rate=0.01",))
+  assert (a.num_timesteps, a.eval_every, a.cpu_devices) == (5120, 640, "auto")
+  assert a.extra == {"reference": None, "allow_pickle": False}
+  assert runner.resolve_config().ppo_config.learning_rate == 0.01
+  assert resume_command(tmp_path / "my run").endswith(f"--output_dir {tmp_path} --exp_name 'my run' --resume")
+
+
+def test_restore_mode_all_refuses_a_checkpoint_of_another_seed(tmp_path):
+  fake_run(tmp_path / "src", seed=0)
+  result = run_cli(
+    "--preset", "smoke", "--output_dir", tmp_path / "out", "--exp_name", "x", "--seed", "1",
+    "--restore_checkpoint_path", tmp_path / "src", timeout=300,
+  )  # fmt: skip
+  assert_one_line_error(result, "seed is 0 in the checkpoint but 1 in this run")
+  assert "--allow_seed_change" in result.stderr and not (tmp_path / "out").exists()
+
+  def check(saved, **flags):
+    runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke", seed=1, **flags))
+    runner._check_compat(saved, runner.config_fingerprint(runner.resolve_config()), "all")
+
+  with pytest.raises(RunError, match="seed is 0 in the checkpoint but 1"):
+    check({"seed": 0})
+  check({"seed": 0}, allow_seed_change=True)
+  check({"env": "joystick"})  # written before the seed was part of the fingerprint
+
+
+def test_list_shows_runs_without_importing_jax(tmp_path):
+  out = tmp_path / "out"
+  fake_run(out / "finished", steps=(1280, 2560), planned=2560)
+  interrupted = fake_run(out / "stopped", steps=(1280,), planned=5120, env="standing")
+  fake_run(out / "empty", steps=(), planned=2560)
+  (out / "not_a_run").mkdir()
+  with SummaryWriter(logdir=str(interrupted)) as writer:
+    for step, value in ((0, 1.5), (1280, 2.25)):
+      writer.add_scalar("eval/episode_reward", value, global_step=step)
+    writer.add_scalar("episode/reward", 3.0, global_step=2560)
+  code = (
+    "import sys\n"
+    "from playground.open_duck_mini_v2.runner import main\n"
+    f"rc = main(['--list', '--output_dir', {str(out)!r}])\n"
+    "assert 'jax' not in sys.modules, 'imported JAX'\n"
+    "sys.exit(rc)\n"
+  )
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO_ROOT)
+  assert result.returncode == 0, result.stderr
+  lines = result.stdout.splitlines()
+  assert lines[0].split() == ["run", "env/task", "steps", "done/planned", "checkpoint", "eval", "return", "state"]
+  rows = {line.split()[0]: line.split() for line in lines[1:]}
+  assert set(rows) == {"empty", "finished", "stopped"}
+  assert rows["finished"] == ["finished", "joystick/flat_terrain", "2,560/2,560", "2,560", "-", "finished"]
+  assert rows["stopped"] == ["stopped", "standing/flat_terrain", "2,560/5,120", "1,280", "2.250", "interrupted"]
+  assert rows["empty"] == ["empty", "joystick/flat_terrain", "0/2,560", "-", "-", "no", "checkpoint"]
+  result = run_cli("--list", "--output_dir", tmp_path / "nowhere", timeout=120)
+  assert_one_line_error(result, "is not a directory")

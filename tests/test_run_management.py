@@ -23,6 +23,7 @@ from helpers import assert_trees_equal
 from helpers import run_cli
 
 from playground.common import checkpointing
+from playground.common import run_dirs
 from playground.common.runner import RunArgs
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
@@ -57,7 +58,8 @@ def test_resume_is_bit_exact_and_seeded_runs_are_reproducible(tmp_path, smoke_ru
     load_tree(tmp_path / "half" / "000000002560")["training_state"],
     load_tree(smoke_dir / "000000002560")["training_state"],
   )
-  resumed = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "half", "--num_timesteps", 5120, "--resume")
+  # --resume takes every other flag (preset, seed, ...) from the run's config.json.
+  resumed = run_cli("--output_dir", tmp_path, "--exp_name", "half", "--resume", "--num_timesteps", 5120)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "start at 2,560" in resumed.stderr
   # Same configuration as the runs before (only --num_timesteps differs, which
@@ -109,6 +111,7 @@ def test_run_directory_semantics(tmp_path, smoke_run):
   result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "smoke", "--overwrite")
   assert result.returncode == 0, result.stderr[-3000:]
   assert not marker.exists() and steps_of(run_dir) == [2560]
+  assert (run_dir / run_dirs.MARKER).is_file()
 
 
 def test_missing_corrupted_and_incompatible_checkpoints_are_one_line_errors(tmp_path, smoke_run):
@@ -284,21 +287,16 @@ def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
   run_dir = tmp_path / "smoke"
   shutil.copytree(smoke_dir, run_dir)
   good = load_tree(run_dir / "000000002560")
-  result = run_cli(
-    *SMOKE,
-    "--output_dir",
-    tmp_path,
-    "--exp_name",
-    "smoke",
-    "--resume",
-    "--num_timesteps",
-    5120,
-    "--set",
-    "ppo.learning_rate=1e39",
-  )
+  # --resume continues a run as recorded: another learning rate is refused...
+  lr = ("--set", "ppo.learning_rate=1e39")
+  refused = run_cli("--output_dir", tmp_path, "--exp_name", "smoke", "--resume", *lr, timeout=300)
+  assert refused.returncode == 2 and "--set [ppo.learning_rate=1e39] conflicts with --set (none)" in refused.stderr
+  # ... and taken by a new run that starts from the run's checkpoint.
+  restore = ("--restore_checkpoint_path", run_dir)
+  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "diverged", *restore, "--num_timesteps", 5120, *lr)
   assert result.returncode == 3, result.stderr[-3000:]
   assert "diverged at step 3,840" in result.stderr and "Traceback" not in result.stderr
-  assert steps_of(run_dir) == [2560]
+  assert steps_of(tmp_path / "diverged") == [] and steps_of(run_dir) == [2560]
   assert_trees_equal(load_tree(run_dir / "000000002560"), good)
-  config = json.loads((run_dir / "config.json").read_text())
+  config = json.loads((tmp_path / "diverged" / "config.json").read_text())
   assert config["ppo_config"]["learning_rate"] == 1e39

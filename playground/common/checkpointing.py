@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -32,33 +31,18 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import serialization
 
-_STEP_DIR = re.compile(r"^\d{12}$")
-META_FILE = "meta.json"
-STATE_DIR = "state"
+from playground.common.run_dirs import META_FILE
+from playground.common.run_dirs import STATE_DIR
+from playground.common.run_dirs import STEP_DIR_PATTERN
+from playground.common.run_dirs import is_complete
+from playground.common.run_dirs import list_checkpoints
+from playground.common.run_dirs import step_dir_name
 
 logger = logging.getLogger(__name__)
 
 
 class CheckpointError(RuntimeError):
   """A checkpoint path is missing, incomplete, corrupted or incompatible."""
-
-
-def step_dir_name(step: int) -> str:
-  return f"{int(step):012d}"
-
-
-def is_complete(path: Path) -> bool:
-  """True for a finished checkpoint directory (meta and Orbax commit present)."""
-  return _STEP_DIR.match(path.name) is not None and (path / META_FILE).is_file() and (path / STATE_DIR).is_dir()
-
-
-def list_checkpoints(run_dir: Path) -> list[Path]:
-  """Complete checkpoints of a run, oldest first."""
-  run_dir = Path(run_dir)
-  if not run_dir.is_dir():
-    return []
-  found = [p for p in run_dir.iterdir() if p.is_dir() and is_complete(p)]
-  return sorted(found, key=lambda p: int(p.name))
 
 
 def latest_checkpoint(run_dir: Path) -> Path | None:
@@ -75,7 +59,7 @@ def resolve(path: str | Path) -> Path:
   path = Path(path).expanduser()
   if not path.exists():
     raise CheckpointError(f"checkpoint path {path} does not exist")
-  if _STEP_DIR.match(path.name):
+  if STEP_DIR_PATTERN.match(path.name):
     if not is_complete(path):
       raise CheckpointError(
         f"checkpoint {path} is incomplete (no {META_FILE} or {STATE_DIR}/); "

@@ -19,7 +19,7 @@ import datetime
 import json
 import logging
 import os
-import shutil
+import shlex
 import signal
 import subprocess
 import sys
@@ -35,6 +35,7 @@ from ml_collections import config_dict
 
 from playground.common import backend
 from playground.common import config as config_lib
+from playground.common import run_dirs
 from playground.common.config import ConfigError
 
 logger = logging.getLogger("playground")
@@ -97,7 +98,13 @@ class RunArgs:
   coordinator_address: str | None = None
   num_processes: int | None = None
   process_id: int | None = None
+  #: --restore_mode all from a checkpoint of another seed (refused otherwise).
+  allow_seed_change: bool = False
   extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+  #: Names of the fields (and `extra` keys) given on the command line; None
+  #: (library use) counts every field that differs from its default, plus
+  #: env and task. `--resume` refuses explicit values that differ from the record.
+  explicit: frozenset[str] | None = None
 
 
 @dataclasses.dataclass
@@ -140,6 +147,7 @@ class BaseRunner(abc.ABC):
     self.run_dir: Path | None = None
     self.reporter = None
     self._last_checkpoint_step: int | None = None
+    self._default_exp_name: str | None = None
 
   # ---- What a robot runner provides.
 
@@ -272,25 +280,50 @@ class BaseRunner(abc.ABC):
   # ---- Run directory.
 
   def _exp_name(self) -> str:
-    if self.args.exp_name:
+    if self.args.exp_name is not None:
       return self.args.exp_name
-    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return f"{self.robot}_{self.args.env}_{self.args.task}_{stamp}"
+    if self._default_exp_name is None:
+      stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+      self._default_exp_name = f"{self.robot}_{self.args.env}_{self.args.task}_{stamp}"
+    return self._default_exp_name
+
+  def run_dir_path(self) -> Path:
+    """`<output_dir>/<exp_name>` as named (symbolic links not resolved)."""
+    return Path(self.args.output_dir).expanduser() / self._exp_name()
+
+  def check_paths(self) -> None:
+    """Refuses an --exp_name that is not one path component and an --output_dir that cannot hold runs.
+
+    Raises:
+      RunError: with a one-line message; nothing is created.
+    """
+    try:
+      if self.args.exp_name is not None:
+        run_dirs.check_exp_name(self.args.exp_name)
+      run_dirs.check_writable_dir(Path(self.args.output_dir))
+    except run_dirs.RunDirError as e:
+      raise RunError(str(e)) from None
 
   def prepare_run_dir(self) -> tuple[Path, Path | None]:
     """Decides the run directory and the checkpoint to resume, touching nothing.
 
     Returns:
-      (run_dir, checkpoint to restore or None).
+      (run_dir, checkpoint to restore or None); run_dir is resolved.
 
     Raises:
-      RunError: existing directory without --resume/--overwrite, or
-        --resume without a checkpoint.
+      RunError: existing directory without --resume/--overwrite, --overwrite
+        of a directory that is not a run of this project inside --output_dir,
+        or --resume without a checkpoint.
     """
     from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
 
     a = self.args
-    run_dir = (Path(a.output_dir).expanduser() / self._exp_name()).resolve()
+    named = self.run_dir_path()
+    if named.is_symlink() and not named.exists():
+      raise RunError(f"run directory {named} is a broken symbolic link; remove it or choose another --exp_name")
+    if named.exists() and not named.is_dir():
+      raise RunError(f"{named} exists and is not a directory; choose another --exp_name")
+    run_dir = named.resolve()
     restore = None
     if a.resume:
       if not run_dir.is_dir():
@@ -298,21 +331,122 @@ class BaseRunner(abc.ABC):
       restore = checkpointing.latest_checkpoint(run_dir)
       if restore is None:
         raise RunError(f"--resume: {run_dir} holds no complete checkpoint to resume from")
-    elif run_dir.exists() and not a.overwrite:
-      raise RunError(
-        f"FileExistsError: run directory {run_dir} already exists; pass --resume to continue it "
-        "or --overwrite to delete it and start over"
-      )
+    elif named.exists():
+      if not a.overwrite:
+        raise RunError(
+          f"FileExistsError: run directory {run_dir} already exists; pass --resume to continue it "
+          "or --overwrite to delete it and start over"
+        )
+      try:
+        run_dirs.deletable_run_dir(named, Path(a.output_dir))
+      except run_dirs.RunDirError as e:
+        raise RunError(str(e)) from None
     if a.restore_checkpoint_path:
       try:
         restore = checkpointing.resolve(a.restore_checkpoint_path)
       except checkpointing.CheckpointError as e:
         raise RunError(str(e)) from None
-      if a.overwrite and run_dir.exists() and Path(restore).resolve().is_relative_to(run_dir.resolve()):
+      if a.overwrite and run_dir.exists() and Path(restore).resolve().is_relative_to(run_dir):
         raise RunError(
           f"--overwrite would delete {run_dir}, which holds the checkpoint to restore; choose another --exp_name"
         )
     return run_dir, restore
+
+  # ---- Resuming from the run's record.
+
+  #: Flags `--resume` takes from the run's record (`config.json`) when they are
+  #: not given; a given value that differs from the record is refused. Every
+  #: robot flag (`RunArgs.extra`) is treated the same way.
+  RECORD_FLAGS = ("env", "task", "preset", "seed", "num_envs", "overrides")
+  #: Flags `--resume` takes from the record when not given, but that may be
+  #: changed: `--num_timesteps` extends a run, `--cpu_devices` re-splits the
+  #: checkpointed env batch over another device count, the rest do not change results.
+  RECORD_DEFAULTS = ("num_timesteps", "cpu_devices", "log_every", "eval_every", "checkpoint_every", "keep_last")
+
+  def apply_record(self) -> dict[str, Any]:
+    """For `--resume`: restores the run's flags and overrides from its `config.json`.
+
+    Returns:
+      The record.
+
+    Raises:
+      RunError: no run or record to resume, or a given flag that conflicts
+        with the record (naming both values).
+    """
+    a = self.args
+    run_dir = self.run_dir_path()
+    if not run_dir.is_dir():
+      raise RunError(f"--resume: run directory {run_dir} does not exist (check --output_dir and --exp_name)")
+    if not run_dirs.list_checkpoints(run_dir):
+      raise RunError(f"--resume: {run_dir.resolve()} holds no complete checkpoint to resume from")
+    try:
+      record = run_dirs.read_record(run_dir)
+    except run_dirs.RunDirError as e:
+      raise RunError(f"--resume: {e}") from None
+    if record["robot"] != self.robot:
+      raise RunError(f"--resume: {run_dir} is a run of {record['robot']}, not {self.robot}")
+    flags, explicit = record["flags"], self._explicit_flags()
+    changes: dict[str, Any] = {}
+    for name in self.RECORD_FLAGS + self.RECORD_DEFAULTS:
+      if name not in flags:
+        continue
+      if name in explicit and name in self.RECORD_FLAGS:
+        if not _same_value(getattr(a, name), flags[name], record, name):
+          raise self._conflict(name, getattr(a, name), flags[name], run_dir, record)
+      elif name in explicit:
+        continue
+      changes[name] = tuple(flags[name]) if name == "overrides" else flags[name]
+    extra = dict(a.extra)
+    for name, recorded in (flags.get("extra") or {}).items():
+      if name not in explicit:
+        extra[name] = recorded
+      elif extra.get(name) != recorded:
+        raise self._conflict(name, extra.get(name), recorded, run_dir, record)
+    self.args = dataclasses.replace(a, extra=extra, **changes)
+    return record
+
+  def _explicit_flags(self) -> set[str]:
+    a = self.args
+    if a.explicit is not None:
+      return set(a.explicit)
+    defaults = RunArgs(env=a.env, task=a.task)
+    names = {"env", "task"}
+    for field in dataclasses.fields(RunArgs):
+      value, default = getattr(a, field.name), getattr(defaults, field.name)
+      if field.name not in ("extra", "explicit") and not _same_value(value, default):
+        names.add(field.name)
+    return names | {k for k, v in a.extra.items() if v not in (None, False)}
+
+  @staticmethod
+  def _conflict(name: str, given: Any, recorded: Any, run_dir: Path, record: dict[str, Any]) -> RunError:
+    flag = {"overrides": "--set"}.get(name, f"--{name}")
+    shown = _show(recorded)
+    if recorded is None and name in record.get("ppo_config", {}):
+      shown = f"unset ({record['ppo_config'][name]} from the preset)"
+    return RunError(
+      f"--resume: {flag} {_show(given)} conflicts with {flag} {shown} recorded in "
+      f"{run_dir / run_dirs.CONFIG_FILE}; drop {flag} to continue the run as recorded, or start a new run "
+      "from its checkpoint with --restore_checkpoint_path"
+    )
+
+  def named_files(self, cfg: ResolvedConfig) -> dict[str, Any]:
+    """What may name input files of a run (robot flags, env config); their digests go into the record."""
+    return {"extra": self.args.extra, "env_config": cfg.env_config.to_dict()}
+
+  def check_record_files(self, record: dict[str, Any], cfg: ResolvedConfig) -> None:
+    """Refuses to resume when a file the run read (e.g. `--reference`) has changed since."""
+    from playground.common import step_cache  # pylint: disable=import-outside-toplevel
+
+    recorded = record.get("file_digests") or {}
+    if not recorded:
+      return
+    current = step_cache.named_file_digests(self.named_files(cfg))
+    for path, digest in recorded.items():
+      if path in current and current[path] != digest:
+        raise RunError(
+          f"--resume: {path} changed since the run started (sha256 {digest[:12]}... then, "
+          f"{current[path][:12]}... now); restore the file or start a new run"
+        )
 
   # ---- Callbacks.
 
@@ -378,7 +512,7 @@ class BaseRunner(abc.ABC):
   # ---- Running.
 
   #: Fingerprint keys that only a full resume (or --restore_mode all) must match.
-  RUN_KEYS = ("robot", "env", "task", "num_envs", "gradient_clipping")
+  RUN_KEYS = ("robot", "env", "task", "num_envs", "gradient_clipping", "seed")
 
   def config_fingerprint(self, cfg: ResolvedConfig) -> dict[str, Any]:
     """The part of the compatibility fingerprint known before anything is built."""
@@ -393,6 +527,8 @@ class BaseRunner(abc.ABC):
       "normalize_observations": bool(p.normalize_observations),
       "gradient_clipping": bool(p.max_grad_norm),
       "num_envs": int(p.num_envs),
+      # Checkpoints written before the seed was recorded have no such key (compatible).
+      "seed": int(self.args.seed),
     }
 
   def compat_fingerprint(self, cfg: ResolvedConfig, ppo, obs_shapes) -> dict[str, Any]:
@@ -408,12 +544,16 @@ class BaseRunner(abc.ABC):
     for key, value in current.items():
       if mode != "all" and key in self.RUN_KEYS:
         continue
+      if key == "seed" and self.args.allow_seed_change:
+        continue
       if key in saved and saved[key] != value:
         hint = (
           "; or use --restore_mode model to take only the weights"
           if key in ("env", "task", "num_envs") and not self.args.resume
           else ""
         )
+        if key == "seed" and not self.args.resume:
+          hint = f"; or pass --allow_seed_change to continue it with seed {value}"
         raise RunError(
           f"incompatible checkpoint: {key} is {saved[key]} in the checkpoint but {value} "
           f"in this run; use the checkpoint's value{hint}"
@@ -423,7 +563,11 @@ class BaseRunner(abc.ABC):
     """Runs training; returns the process exit status."""
     from playground.common import distributed  # pylint: disable=import-outside-toplevel
 
+    self.check_paths()
+    record = self.apply_record() if self.args.resume else None
     cfg = self.resolve_config()
+    if record is not None:
+      self.check_record_files(record, cfg)
     a = self.args
     try:
       multi = distributed.initialize(a.coordinator_address, a.num_processes, a.process_id)
@@ -448,6 +592,13 @@ class BaseRunner(abc.ABC):
         raise RunError(str(e)) from None
       saved = restore_meta.get("compat", {})
       self._check_compat_early(saved, cfg)
+    if a.overwrite and distributed.is_primary() and self.run_dir_path().exists():
+      # Everything that can be checked without building has been: start over.
+      try:
+        deleted = run_dirs.delete_run_dir(self.run_dir_path(), Path(a.output_dir))
+      except run_dirs.RunDirError as e:
+        raise RunError(str(e)) from None
+      logger.warning("--overwrite: deleted %s", deleted)
     setup_compilation_cache(self.args.compilation_cache_dir)
     return self._train(cfg, run_dir, restore_dir, restore_meta)
 
@@ -550,17 +701,25 @@ class BaseRunner(abc.ABC):
     self.run_dir = run_dir
     versions = package_versions()
     if primary:
-      if a.overwrite and run_dir.exists():
-        logger.warning("--overwrite: deleting %s", run_dir)
-        shutil.rmtree(run_dir)
-      run_dir.mkdir(parents=True, exist_ok=True)
+      try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+      except OSError as e:
+        raise RunError(f"cannot create the run directory {run_dir}: {e.strerror}") from None
+      run_dirs.write_marker(run_dir, self.robot)
       checkpointing.cleanup_incomplete(run_dir)
       write_config(run_dir, self, cfg, versions, restore_dir, env)
     keep_last = a.keep_last if a.keep_last is not None else int(p.get("keep_last", 5))
     checkpoint_every = a.checkpoint_every or int(p.get("checkpoint_every", p.num_timesteps))
     total = int(p.num_timesteps)
     self._last_checkpoint_step = start_step if a.resume else None
-    self.reporter = progress.ProgressReporter(run_dir if primary else None, total, start_step)
+    self.reporter = progress.ProgressReporter(
+      run_dir if primary else None,
+      total,
+      start_step,
+      steps_per_iteration=ppo.env_steps_per_iteration,
+      eval_every=int(p.eval_every),
+      checkpoint_every=checkpoint_every,
+    )
     ctx = dict(
       ppo=ppo,
       venv=venv,
@@ -625,7 +784,7 @@ class BaseRunner(abc.ABC):
       logger.info(
         "interrupted: saved checkpoint at step %s. Resume with: %s",
         f"{self._last_checkpoint_step:,}",
-        resume_command(self.args, run_dir),
+        resume_command(self.run_dir_path()),
       )
     return 0
 
@@ -710,9 +869,12 @@ class BaseRunner(abc.ABC):
       if distributed.any_process(self._stop.is_set()):
         self._save(step, ts, env_state, ctx)
         return "interrupted"
+      t_iteration = time.monotonic()
       ts, env_state, metrics = compiled(ts, env_state)
       step += spi
       finite = bool(distributed.host_local(metrics["train/finite"]))
+      # Fetching `finite` waits for the step: this is the training time alone.
+      self.reporter.record_iteration(spi, time.monotonic() - t_iteration)
       if not finite:
         raise NonFiniteError(
           f"training diverged at step {step:,}: the loss or the parameters are NaN/inf; "
@@ -744,12 +906,15 @@ class BaseRunner(abc.ABC):
     t0 = time.monotonic()
     metrics = evaluator.run(ppo.inference_params(ts))
     metrics["perf/eval_time_s"] = time.monotonic() - t0
+    self.reporter.record_evaluation(metrics["perf/eval_time_s"])
     self.progress_callback(step, metrics)
 
   def _save(self, step, ts, env_state, ctx) -> None:
     if self._last_checkpoint_step == step:
       return
+    t0 = time.monotonic()
     self.checkpoint_callback(step, ts, env_state, ctx)
+    self.reporter.record_checkpoint(time.monotonic() - t0)
 
   # ---- Command line.
 
@@ -775,10 +940,28 @@ class BaseRunner(abc.ABC):
       metavar="KEY=VALUE",
       help="config override, e.g. reward_config.scales.alive=10 or ppo.learning_rate=1e-4",
     )
-    parser.add_argument("--resume", action="store_true", help="continue the latest checkpoint of --exp_name")
-    parser.add_argument("--overwrite", action="store_true", help="delete an existing run directory first")
+    parser.add_argument(
+      "--resume",
+      action="store_true",
+      help="continue the latest checkpoint of --exp_name with the flags recorded in its config.json",
+    )
+    parser.add_argument(
+      "--overwrite",
+      action="store_true",
+      help="delete an existing run directory of this project (inside --output_dir) first",
+    )
     parser.add_argument("--restore_checkpoint_path", help="checkpoint step directory or run directory to start from")
     parser.add_argument("--restore_mode", default="all", help="all | model | except-critic")
+    parser.add_argument(
+      "--allow_seed_change",
+      action="store_true",
+      help="--restore_mode all from a checkpoint of a run with another --seed",
+    )
+    parser.add_argument(
+      "--list",
+      action="store_true",
+      help="list the runs under --output_dir (steps, last checkpoint, last evaluation) and exit",
+    )
     parser.add_argument("--checkpoint_every", type=int, help="env steps between checkpoints")
     parser.add_argument("--keep_last", type=int, help="checkpoints to keep (0 keeps all)")
     parser.add_argument("--eval_every", type=int, help="env steps between evaluations")
@@ -816,13 +999,17 @@ class BaseRunner(abc.ABC):
     setup_logging()
     try:
       ns = cls.parser().parse_args(argv)
+      explicit = _explicit_dests(cls.parser(), argv)
     except _UsageError as e:
       _fail(str(e))
       return 2
     values = vars(ns)
+    if values.pop("list"):
+      return list_command(values["output_dir"])
     names = {f.name for f in dataclasses.fields(RunArgs)}
     args = RunArgs(**{k: v for k, v in values.items() if k in names})
     args.extra = {k: v for k, v in values.items() if k not in names}
+    args.explicit = frozenset(explicit)
     runner = cls(args)
     try:
       return runner.run()
@@ -847,6 +1034,44 @@ class _OneLineParser(argparse.ArgumentParser):
       bad = message.split(":", 1)[1].strip().split()[0]
       message = f"unrecognized flag {bad}{config_lib.suggest(bad, flags)}; valid flags: {', '.join(flags)}"
     raise _UsageError(message)
+
+
+def _explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> set[str]:
+  """The destinations of the flags `argv` actually gives (parsed again with no defaults)."""
+  for action in parser._actions:  # pylint: disable=protected-access
+    action.default = argparse.SUPPRESS
+  return set(vars(parser.parse_args(argv)))
+
+
+def list_command(output_dir: str) -> int:
+  """`--list`: prints one line per run under `output_dir` to stdout; returns the exit status."""
+  try:
+    runs = run_dirs.list_runs(Path(output_dir))
+  except run_dirs.RunDirError as e:
+    _fail(str(e))
+    return 2
+  if not runs:
+    sys.stdout.write(f"no runs under {output_dir}\n")
+    return 0
+  sys.stdout.write("".join(line + "\n" for line in run_dirs.format_runs(runs)))
+  return 0
+
+
+def _same_value(given: Any, recorded: Any, record: dict[str, Any] | None = None, name: str = "") -> bool:
+  """Whether a flag value equals the recorded one (None in the record: the preset's value)."""
+  if isinstance(given, (list, tuple)) and isinstance(recorded, (list, tuple)):
+    return list(given) == list(recorded)
+  if given == recorded:
+    return True
+  if recorded is None and record is not None:
+    return given is not None and record.get("ppo_config", {}).get(name) == given
+  return False
+
+
+def _show(value: Any) -> str:
+  if isinstance(value, (list, tuple)):
+    return "[" + " ".join(map(str, value)) + "]" if value else "(none)"
+  return str(value)
 
 
 def _fail(message: str) -> None:
@@ -879,6 +1104,8 @@ def _jsonable(value: Any) -> Any:
     return {k: _jsonable(v) for k, v in value.items()}
   if isinstance(value, (tuple, list)):
     return [_jsonable(v) for v in value]
+  if isinstance(value, (set, frozenset)):
+    return sorted(value)
   return value
 
 
@@ -925,8 +1152,10 @@ def git_commit() -> str | None:
 
 
 def write_config(run_dir: Path, runner: BaseRunner, cfg: ResolvedConfig, versions, restore_dir, env=None) -> None:
-  """Writes the run's effective configuration to `config.json`."""
+  """Writes the run's effective configuration to `config.json` (the record `--resume` reads)."""
   import jax  # pylint: disable=import-outside-toplevel
+
+  from playground.common import step_cache  # pylint: disable=import-outside-toplevel
 
   payload = {
     "robot": runner.robot,
@@ -942,27 +1171,21 @@ def write_config(run_dir: Path, runner: BaseRunner, cfg: ResolvedConfig, version
     "device_count": jax.device_count(),
     "git_commit": git_commit(),
     "restored_from": str(restore_dir) if restore_dir else None,
+    # Input files (e.g. --reference) by sha256: --resume refuses changed files.
+    "file_digests": step_cache.named_file_digests(runner.named_files(cfg)),
     "written": datetime.datetime.now().isoformat(timespec="seconds"),
   }
   (run_dir / "config.json").write_text(json.dumps(_jsonable(payload), indent=2, default=str))
 
 
-def resume_command(args: RunArgs, run_dir: Path) -> str:
+def resume_command(run_dir: Path) -> str:
+  """The command that continues the run in `run_dir` (`<output_dir>/<exp_name>`) from its record."""
   script = " ".join(sys.argv[:1]) if sys.argv and sys.argv[0].endswith(".py") else "runner.py"
-  parts = [
-    f"uv run {script}",
-    f"--env {args.env}",
-    f"--task {args.task}",
-    f"--preset {args.preset}",
-    f"--output_dir {run_dir.parent}",
-    f"--exp_name {run_dir.name}",
-    "--resume",
-  ]
-  if args.num_timesteps:
-    parts.append(f"--num_timesteps {args.num_timesteps}")
-  if args.num_envs:
-    parts.append(f"--num_envs {args.num_envs}")
-  if args.cpu_devices not in (None, "auto"):
-    parts.append(f"--cpu_devices {args.cpu_devices}")
-  parts += [f"--set {o}" for o in args.overrides]
-  return " ".join(parts)
+  return " ".join(
+    [
+      f"uv run {shlex.quote(script)}",
+      f"--output_dir {shlex.quote(str(run_dir.parent))}",
+      f"--exp_name {shlex.quote(run_dir.name)}",
+      "--resume",
+    ]
+  )
