@@ -362,6 +362,9 @@ class BaseRunner(abc.ABC):
   #: changed: `--num_timesteps` extends a run, `--cpu_devices` re-splits the
   #: checkpointed env batch over another device count, the rest do not change results.
   RECORD_DEFAULTS = ("num_timesteps", "cpu_devices", "log_every", "eval_every", "checkpoint_every", "keep_last")
+  #: Robot flags (`RunArgs.extra` keys) that do not change results: taken
+  #: from the record when not given, free to change on a resume.
+  CHANGEABLE_EXTRA: tuple[str, ...] = ()
 
   def apply_record(self) -> dict[str, Any]:
     """For `--resume`: restores the run's flags and overrides from its `config.json`.
@@ -400,6 +403,8 @@ class BaseRunner(abc.ABC):
     for name, recorded in (flags.get("extra") or {}).items():
       if name not in explicit:
         extra[name] = recorded
+      elif name in self.CHANGEABLE_EXTRA:
+        continue
       elif extra.get(name) != recorded:
         raise self._conflict(name, extra.get(name), recorded, run_dir, record)
     self.args = dataclasses.replace(a, extra=extra, **changes)

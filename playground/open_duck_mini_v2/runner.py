@@ -128,6 +128,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
   robot = "open_duck_mini_v2"
   presets = ("full", "quick", "cpu", "smoke")
+  CHANGEABLE_EXTRA = ("score",)
   default_env = "joystick"
   default_task = "flat_terrain"
 
