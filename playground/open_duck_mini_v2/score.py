@@ -262,8 +262,13 @@ def play(
   commands: Sequence[Command],
   seeds: int,
   seed: int = 0,
+  pushes: bool = False,
 ) -> list[dict[str, Any]]:
-  """Plays every (command, seed) episode in lockstep; returns per-episode raw metrics."""
+  """Plays every (command, seed) episode in lockstep; returns per-episode raw metrics.
+
+  With `pushes`, the base gets the training env's velocity kicks
+  (`push_config`: magnitude and interval ranges), drawn per episode from `seed`.
+  """
   import jax
   import jax.numpy as jp
   import mujoco
@@ -305,6 +310,13 @@ def play(
   end_xy = start_xy.copy()
   last_action = np.zeros((n, len(ids.home_ctrl)), np.float32)
   counted = np.zeros(n)
+  push_rng = np.random.default_rng(seed)
+  push_cfg = config.push_config
+
+  def next_push(t0):
+    return t0 + np.rint(push_rng.uniform(*push_cfg.interval_range, size=n) / dt).astype(int)
+
+  push_at = next_push(np.zeros(n, int))
   sums = {k: np.zeros(n) for k in ("slip", "limit", "smooth", "power")}
   cmd_log = np.zeros((total, n, 3))
   vel_log = np.zeros((total, n, 3))
@@ -315,6 +327,12 @@ def play(
     info, targets = stepper.act(keys[1 + 2 * t], info, jp.asarray(action), command)
     targets = np.asarray(targets)
     running = alive & (t < steps)
+    if pushes:
+      for i in np.flatnonzero(running & (push_at <= t)):
+        angle = push_rng.uniform(0, 2 * np.pi)
+        magnitude = push_rng.uniform(*push_cfg.magnitude_range)
+        datas[i].qvel[0:2] += magnitude * np.array([np.cos(angle), np.sin(angle)])
+      push_at = np.where(push_at <= t, next_push(np.full(n, t)), push_at)
     for i in np.flatnonzero(running):
       datas[i].ctrl[:] = targets[i]
       mujoco.mj_step(models[i], datas[i], nstep=env.n_substeps)
@@ -430,6 +448,7 @@ def score(
   seed: int = 0,
   task: str | None = None,
   commands: Sequence[Command] | None = None,
+  pushes: bool = False,
 ) -> dict[str, Any]:
   """Scores an ONNX policy; returns the JSON-able scorecard.
 
@@ -442,6 +461,7 @@ def score(
     seed: base seed of the randomized models, noise and delays.
     task: scene (default: the policy's own).
     commands: the suite (default: `suite()`).
+    pushes: the training env's random pushes (`push_config`) on top.
 
   Raises:
     ScoreError: a policy whose contract does not match the model.
@@ -469,7 +489,7 @@ def score(
   env = _ENVS[cache_key]
   commands = tuple(commands or suite())
   session = onnx_policy(policy_path, batched=True)
-  episodes = play(session, env, config, commands, seeds, seed)
+  episodes = play(session, env, config, commands, seeds, seed, pushes)
   card = summarize(episodes, commands)
   card["policy"] = str(policy_path)
   card["env"], card["task"] = metadata["env"], task
@@ -478,8 +498,8 @@ def score(
   card["conditions"] = (
     "clean: no randomization, noise or delays"
     if clean
-    else "training domain randomization, sensor noise and action/IMU delays; no pushes"
-  )
+    else "training domain randomization, sensor noise and action/IMU delays"
+  ) + ("; training pushes" if pushes else "; no pushes")
   card["wall_time_s"] = round(time.monotonic() - started, 2)
   return card
 
@@ -585,6 +605,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--seeds", type=int, default=3, help="episodes per command (default 3)")
   parser.add_argument("--seed", type=int, default=0, help="base seed of randomization, noise and delays")
   parser.add_argument("--clean", action="store_true", help="no domain randomization, sensor noise or delays")
+  parser.add_argument("--pushes", action="store_true", help="add the training env's random pushes")
   parser.add_argument("--task", help="scene (default: the policy's own)")
   parser.add_argument("--output", help="directory for score.json and score.png (default: next to the policy)")
   args = parser.parse_args(argv)
@@ -598,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.seeds < 1:
       raise ScoreError(f"--seeds must be at least 1, got {args.seeds}")
     policy_path, env_config, out_dir = resolve_policy(args.path)
-    card = score(policy_path, env_config, args.seeds, args.clean, args.seed, args.task)
+    card = score(policy_path, env_config, args.seeds, args.clean, args.seed, args.task, pushes=args.pushes)
   except (ScoreError, checkpointing.CheckpointError, onnx_export.ExportError, config_lib.ConfigError) as e:
     sys.stderr.write(f"error: {e}\n")
     return 2
