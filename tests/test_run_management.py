@@ -24,6 +24,7 @@ from helpers import run_cli
 
 from playground.common import checkpointing
 from playground.common import run_dirs
+from playground.common import trainer
 from playground.common.runner import RunArgs
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
@@ -156,20 +157,20 @@ def test_restore_modes_load_what_they_claim(smoke_run):
   step_dir = smoke_dir / "000000002560"
   source = load_tree(step_dir)["training_state"]
   runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke"))
-  session = runner.build(runner.resolve_config())
-  fresh, _, _ = runner.initial_state(session, None, "all")
+  session = trainer.build(runner, runner.resolve_config())
+  fresh, _, _ = trainer.initial_state(runner, session, None, "all")
   fresh = jax.device_get(fresh)
 
   def arrays(tree):
     return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
 
-  ts, _, step = runner.initial_state(session, step_dir, "all")
+  ts, _, step = trainer.initial_state(runner, session, step_dir, "all")
   assert step == 2560
   assert_trees_equal(arrays(ts.params.policy), source["params"]["policy"])
   assert_leaves_equal(ts.optimizer_state, source["optimizer_state"])
   np.testing.assert_array_equal(np.asarray(ts.key), source["key"])
 
-  ts, _, step = runner.initial_state(session, step_dir, "model")
+  ts, _, step = trainer.initial_state(runner, session, step_dir, "model")
   assert step == 0 and int(ts.env_steps) == 0
   assert_trees_equal(arrays(ts.params.policy), source["params"]["policy"])
   assert_trees_equal(arrays(ts.params.value), source["params"]["value"])
@@ -177,7 +178,7 @@ def test_restore_modes_load_what_they_claim(smoke_run):
   assert_leaves_equal(ts.optimizer_state, fresh.optimizer_state)
   np.testing.assert_array_equal(np.asarray(ts.key), np.asarray(fresh.key))
 
-  ts, _, step = runner.initial_state(session, step_dir, "except-critic")
+  ts, _, step = trainer.initial_state(runner, session, step_dir, "except-critic")
   assert step == 0
   assert_trees_equal(arrays(ts.params.policy), source["params"]["policy"])
   assert_trees_equal(arrays(ts.params.value), arrays(fresh.params.value))

@@ -1,8 +1,20 @@
-"""Choice of the MJX implementation ("jax" or MuJoCo Warp) for a device."""
+"""The compute backend: the MJX implementation ("jax" or MuJoCo Warp) and JAX's compilation cache.
+
+Import-light (no JAX at import time): the command line and `doctor` read the
+defaults here before JAX is loaded.
+"""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from playground.common.config import ConfigError
+from playground.common.run_dirs import REPO_ROOT
+
+DEFAULT_CACHE_DIR = REPO_ROOT / ".tmp" / "jax_cache"
+#: Environment variable naming the compilation cache (overridden by --compilation_cache_dir).
+CACHE_ENV = "PLAYGROUND_JAX_CACHE"
 
 #: Values accepted by the `impl` config key.
 IMPLS = ("auto", "jax", "warp")
@@ -30,7 +42,24 @@ def resolve_impl(impl: str, platform: str | None = None) -> str:
   if impl != "auto":
     return impl
   if platform is None:
-    import jax  # pylint: disable=import-outside-toplevel
+    import jax  # only when asked about this machine: the CLI imports this module
 
     platform = jax.default_backend()
   return "warp" if platform in ("gpu", "cuda") else "jax"
+
+
+def compilation_cache_dir(cache_dir: str | None = None) -> Path:
+  """The persistent compilation cache: `cache_dir`, else $PLAYGROUND_JAX_CACHE, else `.tmp/jax_cache`."""
+  return Path(cache_dir or os.environ.get(CACHE_ENV, DEFAULT_CACHE_DIR)).expanduser()
+
+
+def setup_compilation_cache(cache_dir: str | None) -> Path:
+  """Enables JAX's persistent compilation cache in `cache_dir` (or the default); returns it."""
+  import jax  # configures JAX; the CLI imports this module before JAX is needed
+
+  path = compilation_cache_dir(cache_dir)
+  path.mkdir(parents=True, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", str(path))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return path
