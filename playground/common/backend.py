@@ -6,6 +6,7 @@ defaults here before JAX is loaded.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -63,3 +64,27 @@ def setup_compilation_cache(cache_dir: str | None) -> Path:
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
   jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
   return path
+
+
+#: Where `playground/doctor.py` keeps its throughput measurement.
+PROBE_FILE = REPO_ROOT / ".tmp" / "doctor.json"
+#: Training env steps/s of the Open Duck Mini V2 on a 2-core CPU, one device
+#: per core (BENCHMARKS.md, 7,244 to 7,556): the estimate without a probe.
+STATIC_CPU_TRAINING_SPS = 7_000.0
+
+
+def write_probe(result: dict) -> None:
+  """Keeps doctor's measurement (`training_steps_per_s`, `backend`) for the runner's estimate."""
+  PROBE_FILE.parent.mkdir(parents=True, exist_ok=True)
+  PROBE_FILE.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def cpu_training_estimate() -> tuple[float, str]:
+  """(training env steps/s on this CPU, where the number comes from): doctor's probe, else BENCHMARKS.md."""
+  try:
+    probe = json.loads(PROBE_FILE.read_text())
+    if probe.get("backend") == "cpu" and float(probe["training_steps_per_s"]) > 0:
+      return float(probe["training_steps_per_s"]), f"measured by playground/doctor.py ({PROBE_FILE})"
+  except (OSError, ValueError, KeyError, TypeError):
+    pass
+  return STATIC_CPU_TRAINING_SPS, "2-core CPU in BENCHMARKS.md; run playground/doctor.py to measure this machine"

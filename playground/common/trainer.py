@@ -90,6 +90,8 @@ def run(runner: BaseRunner, cfg: ResolvedConfig) -> int:
     distributed.configure_cpu_devices(setting, (p.num_envs, p.num_eval_envs), multi)
   except ValueError as e:
     raise ConfigError(str(e)) from None
+  if a.preset == "full" and jax.default_backend() == "cpu" and distributed.is_primary():
+    warn_full_preset_on_cpu(int(cfg.ppo_config.num_timesteps))
   run_dir, restore_dir = run_record.prepare_run_dir(a, runner.run_dir_path())
   # Every process has checked the run directory before process 0 creates it.
   distributed.barrier("run_dir_checked")
@@ -126,6 +128,19 @@ def run(runner: BaseRunner, cfg: ResolvedConfig) -> int:
     )
   trainer = Trainer(runner, session, run_dir, start_step)
   return trainer.train(ts, env_state, start_step)
+
+
+def warn_full_preset_on_cpu(num_timesteps: int) -> None:
+  """One line with the estimated hours of a GPU-sized run on this CPU, and the CPU preset."""
+  sps, source = backend.cpu_training_estimate()
+  logger.warning(
+    "--preset full is sized for a GPU: %s steps on this CPU would take about %.0f h (estimate at %s "
+    "training steps/s, %s); --preset cpu trains a walking policy in a few hours",
+    f"{num_timesteps:,}",
+    num_timesteps / sps / 3600,
+    f"{sps:,.0f}",
+    source,
+  )
 
 
 def build(runner: BaseRunner, cfg: ResolvedConfig) -> Session:
