@@ -22,7 +22,7 @@ os.dup2(2, 1)
 
 def machine() -> dict[str, Any]:
   """Facts about the machine the numbers come from."""
-  import jax  # pylint: disable=import-outside-toplevel
+  import jax
 
   cpu = platform.processor() or platform.machine()
   try:
@@ -49,9 +49,9 @@ def build_env(env_name: str, task: str, overrides: list[str], preset: str = "ful
   Goes through `resolve_config`, so overrides get the runner's validation.
   Returns (runner, env, venv, resolved config).
   """
-  from playground.common import training_env  # pylint: disable=import-outside-toplevel
-  from playground.common.runner import RunArgs  # pylint: disable=import-outside-toplevel
-  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
+  from playground.common import training_env
+  from playground.common.runner import RunArgs
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
   runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task, preset=preset, num_envs=num_envs, overrides=overrides))
   cfg = runner.resolve_config()
@@ -62,7 +62,7 @@ def build_env(env_name: str, task: str, overrides: list[str], preset: str = "ful
 
 def time_call(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:
   """Seconds per call of a jitted `fn`, after `warmup` calls (the 2nd may recompile)."""
-  import jax  # pylint: disable=import-outside-toplevel
+  import jax
 
   for _ in range(warmup):
     jax.block_until_ready(fn())

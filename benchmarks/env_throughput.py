@@ -19,9 +19,9 @@ from benchmarks.common import time_call
 
 
 def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_per_call: int, overrides=()) -> dict:
-  import jax  # pylint: disable=import-outside-toplevel
-  import jax.numpy as jp  # pylint: disable=import-outside-toplevel
-  from mujoco import mjx  # pylint: disable=import-outside-toplevel
+  import jax
+  import jax.numpy as jp
+  from mujoco import mjx
 
   _, env, venv, _ = build_env(env_name, task, [f"impl={impl}", *overrides])
   models = venv.models(jp.arange(num_envs))  # eager: in_axes must stay a static tree

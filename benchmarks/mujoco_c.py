@@ -20,10 +20,10 @@ from benchmarks.common import machine
 
 
 def run(task: str, num_envs: int, steps: int) -> dict:
-  import mujoco  # pylint: disable=import-outside-toplevel
-  from mujoco import rollout  # pylint: disable=import-outside-toplevel
+  import mujoco
+  from mujoco import rollout
 
-  from playground.open_duck_mini_v2 import base  # pylint: disable=import-outside-toplevel
+  from playground.open_duck_mini_v2 import base
 
   model = base.load_model(task)
   data = mujoco.MjData(model)

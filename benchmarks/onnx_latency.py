@@ -20,14 +20,14 @@ from benchmarks.common import machine
 
 
 def run(preset: str, iterations: int) -> dict:
-  import jax  # pylint: disable=import-outside-toplevel
-  import onnxruntime as ort  # pylint: disable=import-outside-toplevel
-  from brax.training.acme import running_statistics  # pylint: disable=import-outside-toplevel
+  import jax
+  import onnxruntime as ort
+  from brax.training.acme import running_statistics
 
-  from playground.common import export  # pylint: disable=import-outside-toplevel
-  from playground.common import ppo as ppo_lib  # pylint: disable=import-outside-toplevel
-  from playground.open_duck_mini_v2 import observations  # pylint: disable=import-outside-toplevel
-  from playground.open_duck_mini_v2.runner import ppo_config  # pylint: disable=import-outside-toplevel
+  from playground.common import export
+  from playground.common import ppo as ppo_lib
+  from playground.open_duck_mini_v2 import observations
+  from playground.open_duck_mini_v2.runner import ppo_config
 
   cfg = ppo_config("joystick", preset)
   shapes = {"state": (observations.STATE_LAYOUT.size,), "privileged_state": (observations.PRIVILEGED_LAYOUT.size,)}

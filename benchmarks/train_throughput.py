@@ -25,18 +25,19 @@ from benchmarks.common import time_call
 
 
 def build(env_name: str, task: str, preset: str, num_envs: int | None, overrides: list[str]):
-  from playground.common import ppo as ppo_lib  # pylint: disable=import-outside-toplevel
+  from playground.common import ppo as ppo_lib
 
   runner, env, venv, cfg = build_env(env_name, task, overrides, preset, num_envs)
   return runner, env, venv, ppo_lib.PPO(venv, cfg.ppo_config), cfg
 
 
 def run(args, impl: str, num_envs: int | None) -> dict:
-  import jax  # pylint: disable=import-outside-toplevel
-  import jax.numpy as jp  # pylint: disable=import-outside-toplevel
+  import jax
+  import jax.numpy as jp
 
-  from playground.common.runner import setup_compilation_cache  # pylint: disable=import-outside-toplevel
-  from playground.common.step_cache import StepCache  # pylint: disable=import-outside-toplevel
+  from playground.common import trainer
+  from playground.common.runner import setup_compilation_cache
+  from playground.common.step_cache import StepCache
 
   overrides = [*args.set, f"impl={impl}"]
   if args.cache_dir:
@@ -44,7 +45,7 @@ def run(args, impl: str, num_envs: int | None) -> dict:
   runner, env, venv, ppo, cfg = build(args.env, args.task, args.preset, num_envs, overrides)
   cache = StepCache(None)
   if args.cache_dir and not args.no_step_cache:
-    cache = runner.make_step_cache(cfg)
+    cache = trainer.make_step_cache(runner, cfg)
   p = cfg.ppo_config
   ts = ppo.init_training_state(0)
   env_state = ppo.init_env_state()

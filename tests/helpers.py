@@ -27,8 +27,8 @@ def run_cli(*args, timeout=900, script=DUCK, env=None):
 
 def assert_trees_equal(a, b):
   """Same tree structure and bit-identical leaves."""
-  import jax  # pylint: disable=import-outside-toplevel
-  import numpy as np  # pylint: disable=import-outside-toplevel
+  import jax
+  import numpy as np
 
   leaves_a, tree_a = jax.tree_util.tree_flatten(a)
   leaves_b, tree_b = jax.tree_util.tree_flatten(b)

@@ -16,9 +16,9 @@ from tensorboardX import SummaryWriter
 
 from playground.common import distributed
 from playground.common import run_dirs
+from playground.common import run_record
 from playground.common.runner import RunArgs
 from playground.common.runner import RunError
-from playground.common.runner import resume_command
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
@@ -74,7 +74,7 @@ def test_smoke_run_writes_a_loadable_orbax_checkpoint_and_config(smoke_run):
   [
     (["--env", "walk"], "valid choices: joystick, standing"),
     (["--task", "moon"], "valid choices: flat_terrain, rough_terrain"),
-    (["--preset", "huge"], "valid choices: full, quick, smoke"),
+    (["--preset", "huge"], "valid choices: full, quick, cpu, smoke"),
     (["--set", "reward_config.scales.alve=10"], "did you mean 'reward_config.scales.alive'"),
     (["--set", "ppo.learnin_rate=1"], "did you mean 'ppo.learning_rate'"),
     (["--set", "reward_config.scales.alive=lots"], "expected a number"),
@@ -262,13 +262,15 @@ def test_resume_takes_the_flags_from_the_record(tmp_path):
       explicit=frozenset({"output_dir", "exp_name", "resume", "num_timesteps", "env", "num_envs"}),
     )
   )
-  runner.apply_record()
+  run_record.apply_record(runner)
   a = runner.args
   assert (a.preset, a.seed, a.num_envs, tuple(a.overrides)) == ("smoke", 7, 16, ("ppo.learning_rate=0.01",))
   assert (a.num_timesteps, a.eval_every, a.cpu_devices) == (5120, 640, "auto")
   assert a.extra == {"reference": None, "allow_pickle": False}
   assert runner.resolve_config().ppo_config.learning_rate == 0.01
-  assert resume_command(tmp_path / "my run").endswith(f"--output_dir {tmp_path} --exp_name 'my run' --resume")
+  assert run_record.resume_command(tmp_path / "my run").endswith(
+    f"--output_dir {tmp_path} --exp_name 'my run' --resume"
+  )
 
 
 def test_restore_mode_all_refuses_a_checkpoint_of_another_seed(tmp_path):
@@ -282,7 +284,7 @@ def test_restore_mode_all_refuses_a_checkpoint_of_another_seed(tmp_path):
 
   def check(saved, **flags):
     runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke", seed=1, **flags))
-    runner._check_compat(saved, runner.config_fingerprint(runner.resolve_config()), "all")
+    run_record.check_compat(saved, run_record.config_fingerprint(runner, runner.resolve_config()), runner.args)
 
   with pytest.raises(RunError, match="seed is 0 in the checkpoint but 1"):
     check({"seed": 0})

@@ -31,9 +31,10 @@ from playground.common.runner import setup_compilation_cache
 assert jax.device_count() == 2, jax.devices()
 setup_compilation_cache(None)  # the test run's cache ($PLAYGROUND_JAX_CACHE)
 runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke"))
-session = runner.build(runner.resolve_config())
+from playground.common import trainer
+session = trainer.build(runner, runner.resolve_config())
 ppo = session.ppo
-ts, env_state, _ = runner.initial_state(session, None, "all")
+ts, env_state, _ = trainer.initial_state(runner, session, None, "all")
 assert len(env_state.steps.addressable_shards) == 2
 for _ in range(2):
   ts, env_state, metrics = ppo.train_step(ts, env_state)
@@ -51,14 +52,14 @@ print("REPLICATED", int(ts.env_steps))
 from playground.common.step_cache import StepCache
 from helpers import assert_trees_equal
 def two_steps(step):
-  t, e, _ = runner.initial_state(session, None, "all")
+  t, e, _ = trainer.initial_state(runner, session, None, "all")
   for _ in range(2):
     t, e, _ = step(t, e)
   return jax.device_get((t, e))
 plain = two_steps(ppo.train_step)
 cache = StepCache(sys.argv[1])
 for outcome in ("miss", "hit"):
-  t, e, _ = runner.initial_state(session, None, "all")
+  t, e, _ = trainer.initial_state(runner, session, None, "all")
   step = cache.compile("train_step", ppo.train_step, t, e, donate=True)
   assert cache.last_outcome == outcome, cache.last_outcome
   assert_trees_equal(two_steps(step), plain)

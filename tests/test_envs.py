@@ -46,7 +46,7 @@ def test_reset_and_step_shapes_and_no_nan(env_name, task, impl):
     def step(state, key):
       action = jax.random.uniform(key, (NUM_ENVS, env.action_size), minval=-1, maxval=1)
       state, result = venv.step(state, action, models, first)
-      contacts = state.env.data._impl.nacon if impl == "warp" else jp.zeros(())  # pylint: disable=protected-access
+      contacts = state.env.data._impl.nacon if impl == "warp" else jp.zeros(())
       return state, (result.obs["state"], result.reward, result.done, result.truncation, contacts)
 
     return jax.lax.scan(step, state, jax.random.split(key_act, NUM_STEPS))
@@ -54,7 +54,7 @@ def test_reset_and_step_shapes_and_no_nan(env_name, task, impl):
   state, (obs, reward, done, truncation, contacts) = jax.device_get(rollout(jax.random.PRNGKey(0)))
   if impl == "warp":
     # The shared contact buffer never fills (Warp would drop contacts).
-    assert 0 < contacts.max() < state.env.data._impl.naconmax  # pylint: disable=protected-access
+    assert 0 < contacts.max() < state.env.data._impl.naconmax
   assert state.env.obs["state"].shape == (NUM_ENVS, 101)
   assert state.env.obs["privileged_state"].shape == (NUM_ENVS, 167)
   assert obs.shape == (NUM_STEPS, NUM_ENVS, 101)
@@ -73,7 +73,7 @@ def test_warp_contact_buffer_is_sized_by_the_traced_batch():
     shapes = jax.eval_shape(
       lambda k, n=n: venv.reset(k, venv.models(jp.arange(n))), jax.random.split(jax.random.PRNGKey(0), n)
     )
-    naconmax = shapes.env.data._impl.naconmax  # pylint: disable=protected-access
+    naconmax = shapes.env.data._impl.naconmax
     assert naconmax == max(env.config.naconmax_per_env * n, base.MIN_NACONMAX)
   assert (base.warp_contact_buffer(12, 4), base.warp_contact_buffer(12, 32)) == (64, 384)
   assert env.batch_size == 1  # restored after tracing

@@ -24,6 +24,7 @@ from helpers import run_cli
 
 from playground.common import checkpointing
 from playground.common import run_dirs
+from playground.common import trainer
 from playground.common.runner import RunArgs
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
@@ -156,20 +157,20 @@ def test_restore_modes_load_what_they_claim(smoke_run):
   step_dir = smoke_dir / "000000002560"
   source = load_tree(step_dir)["training_state"]
   runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke"))
-  session = runner.build(runner.resolve_config())
-  fresh, _, _ = runner.initial_state(session, None, "all")
+  session = trainer.build(runner, runner.resolve_config())
+  fresh, _, _ = trainer.initial_state(runner, session, None, "all")
   fresh = jax.device_get(fresh)
 
   def arrays(tree):
     return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
 
-  ts, _, step = runner.initial_state(session, step_dir, "all")
+  ts, _, step = trainer.initial_state(runner, session, step_dir, "all")
   assert step == 2560
   assert_trees_equal(arrays(ts.params.policy), source["params"]["policy"])
   assert_leaves_equal(ts.optimizer_state, source["optimizer_state"])
   np.testing.assert_array_equal(np.asarray(ts.key), source["key"])
 
-  ts, _, step = runner.initial_state(session, step_dir, "model")
+  ts, _, step = trainer.initial_state(runner, session, step_dir, "model")
   assert step == 0 and int(ts.env_steps) == 0
   assert_trees_equal(arrays(ts.params.policy), source["params"]["policy"])
   assert_trees_equal(arrays(ts.params.value), source["params"]["value"])
@@ -177,7 +178,7 @@ def test_restore_modes_load_what_they_claim(smoke_run):
   assert_leaves_equal(ts.optimizer_state, fresh.optimizer_state)
   np.testing.assert_array_equal(np.asarray(ts.key), np.asarray(fresh.key))
 
-  ts, _, step = runner.initial_state(session, step_dir, "except-critic")
+  ts, _, step = trainer.initial_state(runner, session, step_dir, "except-critic")
   assert step == 0
   assert_trees_equal(arrays(ts.params.policy), source["params"]["policy"])
   assert_trees_equal(arrays(ts.params.value), arrays(fresh.params.value))
@@ -300,3 +301,48 @@ def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
   assert_trees_equal(load_tree(run_dir / "000000002560"), good)
   config = json.loads((tmp_path / "diverged" / "config.json").read_text())
   assert config["ppo_config"]["learning_rate"] == 1e39
+
+
+def test_sigterm_saves_and_the_resumed_run_is_bit_identical_keeping_the_last_k(tmp_path):
+  # A scheduler's SIGTERM: checkpoint, flush, exit 0. --keep_last 2 keeps the two
+  # newest complete checkpoints, also across the resume.
+  every = ("--checkpoint_every", 1280, "--keep_last", 2)
+  proc = _start(tmp_path, "term", "--num_timesteps", 1_000_000, *every)
+  run_dir = tmp_path / "term"
+  started = _wait_for(lambda: steps_of(run_dir) and steps_of(run_dir)[-1] >= 3840, 600, proc)
+  assert started, "training did not reach 3 checkpoints"
+  proc.send_signal(signal.SIGTERM)
+  _, stderr = proc.communicate(timeout=60)
+  assert proc.returncode == 0, stderr[-3000:]
+  assert "SIGTERM received" in stderr and "Resume with:" in stderr
+  stopped = steps_of(run_dir)
+  assert len(stopped) == 2 and stopped[1] - stopped[0] == 1280, stopped
+  assert "episode/reward" in read_scalars(run_dir)  # TensorBoard was flushed
+  end = stopped[-1] + 2560
+  resumed = run_cli("--output_dir", tmp_path, "--exp_name", "term", "--resume", "--num_timesteps", end)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert steps_of(run_dir) == [end - 1280, end]
+  plain = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "plain", "--num_timesteps", end)
+  assert plain.returncode == 0, plain.stderr[-3000:]
+  a = load_tree(run_dir / checkpointing.step_dir_name(end))
+  b = load_tree(tmp_path / "plain" / checkpointing.step_dir_name(end))
+  assert_trees_equal(a["training_state"], b["training_state"])
+  assert_trees_equal(a["env_state"], b["env_state"])
+
+
+def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
+  # Every iteration saves, so the second Ctrl-C usually lands during a save.
+  proc = _start(tmp_path, "twice", "--num_timesteps", 1_000_000, "--checkpoint_every", 1280, "--keep_last", 0)
+  run_dir = tmp_path / "twice"
+  assert _wait_for(lambda: len(steps_of(run_dir)) >= 1, 600, proc), "training did not start"
+  proc.send_signal(signal.SIGINT)
+  time.sleep(0.05)
+  sent = time.monotonic()
+  proc.send_signal(signal.SIGINT)
+  _, stderr = proc.communicate(timeout=60)
+  assert proc.returncode == 130, stderr[-3000:]
+  assert time.monotonic() - sent < 5
+  assert "second signal" in stderr
+  assert not any(p.name.startswith(".tmp-") for p in run_dir.iterdir())
+  for step_dir in (p for p in run_dir.iterdir() if p.name.isdigit()):
+    assert run_dirs.is_complete(step_dir), step_dir

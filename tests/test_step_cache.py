@@ -17,6 +17,7 @@ import pytest
 from helpers import REPO_ROOT
 from helpers import assert_trees_equal
 
+from playground.common import config as config_lib
 from playground.common import step_cache
 from playground.common.step_cache import StepCache
 
@@ -140,14 +141,14 @@ def test_files_named_in_the_config_are_part_of_the_key(tmp_path):
   data = tmp_path / "reference.npz"
   data.write_bytes(b"one")
   config = {"reference": {"path": str(data), "weights": [1, 2]}, "name": "not a file"}
-  first = step_cache.named_file_digests(config)
+  first = config_lib.named_file_digests(config)
   assert list(first) == [str(data)]
   data.write_bytes(b"two")
-  assert step_cache.named_file_digests(config) != first
+  assert config_lib.named_file_digests(config) != first
 
 
 def test_project_code_and_data_are_in_the_environment_digest():
-  files = step_cache._project_files()  # pylint: disable=protected-access
+  files = step_cache._project_files()
   names = {f.name for f in files}
   # The project's modules, its MJCF and its reference data; no installed library.
   assert {"step_cache.py", "ppo.py", "open_duck_mini_v2.xml", "reference_gait.npz"} <= names
@@ -158,8 +159,8 @@ def test_project_code_and_data_are_in_the_environment_digest():
 def test_key_material_is_stable_json(material, tmp_path):
   spec = [jax.ShapeDtypeStruct((2,), jp.float32)]
   tree = jax.tree_util.tree_structure((1,))
-  key1 = StepCache(tmp_path, material)._key("f", tree, spec)  # pylint: disable=protected-access
-  key2 = StepCache(tmp_path, dict(material))._key("f", tree, spec)  # pylint: disable=protected-access
+  key1 = StepCache(tmp_path, material)._key("f", tree, spec)
+  key2 = StepCache(tmp_path, dict(material))._key("f", tree, spec)
   assert key1 == key2
 
 

@@ -49,10 +49,10 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
       # Brax's default initialization: a random untrained policy.
       init_noise_std=0.694,
       init_action_mean_scale=1.0,
+      checkpoint_every=1_000_000,
+      keep_last=3,
     )
   )
-  c.checkpoint_every = 1_000_000
-  c.keep_last = 3
   if preset == "quick":
     c.update(
       dict(
@@ -65,9 +65,9 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
         num_eval_envs=16,
         eval_every=300_000,
         log_every=300_000,
+        checkpoint_every=1_500_000,
       )
     )
-    c.checkpoint_every = 1_500_000
   elif preset == "smoke":
     c.update(
       dict(
@@ -80,9 +80,9 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
         num_eval_envs=4,
         eval_every=8_192,
         log_every=4_096,
+        checkpoint_every=8_192,
       )
     )
-    c.checkpoint_every = 8_192
   return c
 
 
@@ -101,14 +101,14 @@ class CartpoleRunner(BaseRunner):
     return ("default",)
 
   def default_env_config(self, env_name: str) -> config_dict.ConfigDict:
-    from mujoco_playground import registry  # pylint: disable=import-outside-toplevel
+    from mujoco_playground import registry  # loads JAX: not at import, the CLI checks flags first
 
     config = registry.get_default_config(ENVS[env_name])
     config.impl = "jax"  # the faster implementation on CPU for this tiny model
     return config
 
   def make_env(self, env_name: str, task: str, env_config: config_dict.ConfigDict):
-    from mujoco_playground import registry  # pylint: disable=import-outside-toplevel
+    from mujoco_playground import registry  # loads JAX: not at import, the CLI checks flags first
 
     del task
     return registry.load(ENVS[env_name], config=env_config)

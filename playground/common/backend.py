@@ -1,8 +1,21 @@
-"""Choice of the MJX implementation ("jax" or MuJoCo Warp) for a device."""
+"""The compute backend: the MJX implementation ("jax" or MuJoCo Warp) and JAX's compilation cache.
+
+Import-light (no JAX at import time): the command line and `doctor` read the
+defaults here before JAX is loaded.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
 from playground.common.config import ConfigError
+from playground.common.run_dirs import REPO_ROOT
+
+DEFAULT_CACHE_DIR = REPO_ROOT / ".tmp" / "jax_cache"
+#: Environment variable naming the compilation cache (overridden by --compilation_cache_dir).
+CACHE_ENV = "PLAYGROUND_JAX_CACHE"
 
 #: Values accepted by the `impl` config key.
 IMPLS = ("auto", "jax", "warp")
@@ -30,7 +43,48 @@ def resolve_impl(impl: str, platform: str | None = None) -> str:
   if impl != "auto":
     return impl
   if platform is None:
-    import jax  # pylint: disable=import-outside-toplevel
+    import jax  # only when asked about this machine: the CLI imports this module
 
     platform = jax.default_backend()
   return "warp" if platform in ("gpu", "cuda") else "jax"
+
+
+def compilation_cache_dir(cache_dir: str | None = None) -> Path:
+  """The persistent compilation cache: `cache_dir`, else $PLAYGROUND_JAX_CACHE, else `.tmp/jax_cache`."""
+  return Path(cache_dir or os.environ.get(CACHE_ENV, DEFAULT_CACHE_DIR)).expanduser()
+
+
+def setup_compilation_cache(cache_dir: str | None) -> Path:
+  """Enables JAX's persistent compilation cache in `cache_dir` (or the default); returns it."""
+  import jax  # configures JAX; the CLI imports this module before JAX is needed
+
+  path = compilation_cache_dir(cache_dir)
+  path.mkdir(parents=True, exist_ok=True)
+  jax.config.update("jax_compilation_cache_dir", str(path))
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+  return path
+
+
+#: Where `playground/doctor.py` keeps its throughput measurement.
+PROBE_FILE = REPO_ROOT / ".tmp" / "doctor.json"
+#: Training env steps/s of the Open Duck Mini V2 on a 2-core CPU, one device
+#: per core (BENCHMARKS.md, 7,244 to 7,556): the estimate without a probe.
+STATIC_CPU_TRAINING_SPS = 7_000.0
+
+
+def write_probe(result: dict) -> None:
+  """Keeps doctor's measurement (`training_steps_per_s`, `backend`) for the runner's estimate."""
+  PROBE_FILE.parent.mkdir(parents=True, exist_ok=True)
+  PROBE_FILE.write_text(json.dumps(result, indent=2) + "\n")
+
+
+def cpu_training_estimate() -> tuple[float, str]:
+  """(training env steps/s on this CPU, where the number comes from): doctor's probe, else BENCHMARKS.md."""
+  try:
+    probe = json.loads(PROBE_FILE.read_text())
+    if probe.get("backend") == "cpu" and float(probe["training_steps_per_s"]) > 0:
+      return float(probe["training_steps_per_s"]), f"measured by playground/doctor.py ({PROBE_FILE})"
+  except (OSError, ValueError, KeyError, TypeError):
+    pass
+  return STATIC_CPU_TRAINING_SPS, "2-core CPU in BENCHMARKS.md; run playground/doctor.py to measure this machine"

@@ -31,52 +31,33 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import serialization
 
+# Finding and naming checkpoints needs no JAX: it lives in `run_dirs`.
 from playground.common.run_dirs import META_FILE
 from playground.common.run_dirs import STATE_DIR
-from playground.common.run_dirs import STEP_DIR_PATTERN
-from playground.common.run_dirs import is_complete
+from playground.common.run_dirs import CheckpointError
+from playground.common.run_dirs import latest_checkpoint
 from playground.common.run_dirs import list_checkpoints
+from playground.common.run_dirs import read_meta
+from playground.common.run_dirs import resolve
 from playground.common.run_dirs import step_dir_name
 
+__all__ = [
+  "META_FILE",
+  "STATE_DIR",
+  "CheckpointError",
+  "abstract",
+  "cleanup_incomplete",
+  "latest_checkpoint",
+  "list_checkpoints",
+  "prune",
+  "read_meta",
+  "resolve",
+  "restore",
+  "save",
+  "step_dir_name",
+]
+
 logger = logging.getLogger(__name__)
-
-
-class CheckpointError(RuntimeError):
-  """A checkpoint path is missing, incomplete, corrupted or incompatible."""
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-  found = list_checkpoints(run_dir)
-  return found[-1] if found else None
-
-
-def resolve(path: str | Path) -> Path:
-  """A checkpoint step directory from a step directory or a run directory.
-
-  Raises:
-    CheckpointError: if there is nothing loadable at `path`.
-  """
-  path = Path(path).expanduser()
-  if not path.exists():
-    raise CheckpointError(f"checkpoint path {path} does not exist")
-  if STEP_DIR_PATTERN.match(path.name):
-    if not is_complete(path):
-      raise CheckpointError(
-        f"checkpoint {path} is incomplete (no {META_FILE} or {STATE_DIR}/); "
-        f"use the run directory {path.parent} to pick its latest complete checkpoint"
-      )
-    return path
-  latest = latest_checkpoint(path)
-  if latest is None:
-    raise CheckpointError(f"{path} holds no complete checkpoint (expected step directories like 000001048576/)")
-  return latest
-
-
-def read_meta(step_dir: Path) -> dict[str, Any]:
-  try:
-    return json.loads((Path(step_dir) / META_FILE).read_text())
-  except (OSError, json.JSONDecodeError) as e:
-    raise CheckpointError(f"checkpoint {step_dir} has an unreadable {META_FILE}: {e}") from e
 
 
 def cleanup_incomplete(run_dir: Path) -> None:
@@ -121,7 +102,7 @@ def save(
   if extra is not None:
     try:
       extra(tmp)
-    except Exception:  # pylint: disable=broad-except
+    except Exception:  # noqa: BLE001 - extra files must not stop training
       logger.exception("writing extra checkpoint files failed at step %d (training continues)", step)
   (tmp / META_FILE).write_text(json.dumps(meta, indent=2, sort_keys=True))
   _fsync_dir(tmp)
@@ -140,7 +121,7 @@ def restore(step_dir: Path, abstract_tree: Any) -> Any:
     with _checkpointer() as checkpointer:
       state = checkpointer.restore(Path(step_dir) / STATE_DIR, serialization.to_state_dict(abstract_tree))
     return serialization.from_state_dict(abstract_tree, state)
-  except Exception as e:  # pylint: disable=broad-except
+  except Exception as e:  # noqa: BLE001 - Orbax raises many types; all mean unloadable
     reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     raise CheckpointError(f"cannot load checkpoint {step_dir}: {reason[:300]}") from e
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ast
 import difflib
+import hashlib
 from collections.abc import Iterable
 from collections.abc import Mapping
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from ml_collections import config_dict
@@ -163,3 +165,26 @@ def parse_cpu_devices(value: str | int | None) -> int | str | None:
   if count < 1 or str(value).strip() != str(count):
     raise ConfigError(f"--cpu_devices must be 'auto' or a positive integer (devices on the CPU), got {value!r}")
   return count
+
+
+def named_file_digests(config: Any) -> dict[str, str]:
+  """{path: sha256} for every string in a (nested) config that names an existing file."""
+  out: dict[str, str] = {}
+
+  def visit(value: Any) -> None:
+    if isinstance(value, dict):
+      for v in value.values():
+        visit(v)
+    elif isinstance(value, (list, tuple)):
+      for v in value:
+        visit(v)
+    elif isinstance(value, str) and value and len(value) < 4096:
+      path = Path(value).expanduser()
+      try:
+        if path.is_file():
+          out[value] = hashlib.sha256(path.read_bytes()).hexdigest()
+      except OSError:
+        pass
+
+  visit(config)
+  return out

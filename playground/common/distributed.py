@@ -96,7 +96,7 @@ def gather(tree: Any) -> Any:
   """numpy arrays of the whole batch on every process (a collective)."""
   if not multi_process():
     return jax.tree_util.tree_map(lambda x: np.asarray(jax.device_get(x)), tree)
-  from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+  from jax.experimental import multihost_utils
 
   return jax.tree_util.tree_map(np.asarray, multihost_utils.process_allgather(tree, tiled=True))
 
@@ -105,7 +105,7 @@ def any_process(flag: bool) -> bool:
   """True if `flag` is set on any process (a collective when multi-process)."""
   if not multi_process():
     return bool(flag)
-  from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+  from jax.experimental import multihost_utils
 
   return bool(np.any(multihost_utils.process_allgather(np.array([flag], dtype=np.int32))))
 
@@ -113,7 +113,7 @@ def any_process(flag: bool) -> bool:
 def barrier(name: str) -> None:
   """Waits until every process reaches this point."""
   if multi_process():
-    from jax.experimental import multihost_utils  # pylint: disable=import-outside-toplevel
+    from jax.experimental import multihost_utils
 
     multihost_utils.sync_global_devices(name)
 

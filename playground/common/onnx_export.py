@@ -182,7 +182,7 @@ def sample_observations(mean: np.ndarray, std: np.ndarray, n: int, seed: int = 0
 
 def run_onnx(model: onnx.ModelProto | bytes | str | Path, obs: np.ndarray) -> np.ndarray:
   """Runs the exported policy with onnxruntime (single thread, CPU)."""
-  import onnxruntime as ort  # pylint: disable=import-outside-toplevel
+  import onnxruntime as ort
 
   options = ort.SessionOptions()
   options.intra_op_num_threads = 1

@@ -31,5 +31,7 @@ def default_config() -> config_dict.ConfigDict:
       num_eval_envs=128,
       eval_every=1_000_000,
       log_every=100_000,
+      checkpoint_every=0,  # env steps between checkpoints; 0: only at the end
+      keep_last=5,  # complete checkpoints kept; 0 keeps all
     )
   )

@@ -107,8 +107,6 @@ class ProgressReporter:
     self._total = total_steps
     self._start_step = start_step
     self._start_time = time.monotonic()
-    self._last_step = start_step
-    self._last_time = self._start_time
     self._steps_per_iteration = steps_per_iteration
     self._eval_every = eval_every
     self._checkpoint_every = checkpoint_every
@@ -164,13 +162,6 @@ class ProgressReporter:
       checkpoints,
       _typical(self._checkpoint_times),
     )
-
-  def steps_per_second(self, step: int) -> float:
-    """Throughput since the previous call (resets the interval)."""
-    now = time.monotonic()
-    sps = (step - self._last_step) / max(now - self._last_time, 1e-9)
-    self._last_step, self._last_time = step, now
-    return sps
 
   def write(self, step: int, metrics: Mapping[str, float]) -> None:
     """Adds every finite scalar of `metrics` to TensorBoard at `step`."""

@@ -11,7 +11,6 @@ built, so a renamed or missing element is a clear error, not a silent wrong id.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from collections.abc import Sequence
 
 import jax
@@ -21,7 +20,7 @@ import numpy as np
 from ml_collections import config_dict
 from mujoco import mjx
 
-RandomizationFn = Callable[[mjx.Model, jax.Array], tuple[mjx.Model, mjx.Model]]
+from playground.common.training_env import RandomizationFn
 
 #: The model fields that `make_randomization_fn` writes (one copy per env).
 RANDOMIZED_FIELDS = (
@@ -158,8 +157,3 @@ def make_randomization_fn(
     return model.tree_replace(fields), in_axes
 
   return randomize
-
-
-def joint_offsets(model: mjx.Model | mujoco.MjModel, qpos_ids: np.ndarray, qpos0_nominal: np.ndarray) -> jp.ndarray:
-  """Servo zero offsets encoded in a (randomized) model's qpos0."""
-  return jp.asarray(model.qpos0)[qpos_ids] - qpos0_nominal

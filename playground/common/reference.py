@@ -145,7 +145,7 @@ class ReferenceTable:
 
     Trilinear in the command (clamped to the grid) and linear in the phase.
     """
-    import jax.numpy as jp  # pylint: disable=import-outside-toplevel
+    import jax.numpy as jp
 
     frames = jp.asarray(self.frames)
     lows = jp.asarray([a[0] for a in self.axes], dtype=jp.float32)
@@ -278,7 +278,7 @@ def from_polynomial_pickle(path: str | Path, allow_pickle: bool) -> ReferenceTab
       f"{path} is a pickle, which can run code when loaded; pass --allow_pickle if you trust it "
       "(it is converted once to a safe .npz)"
     )
-  import pickle  # pylint: disable=import-outside-toplevel
+  import pickle
 
   logger.warning("loading pickle %s: only do this for files you trust", path)
   with open(path, "rb") as f:
@@ -294,7 +294,7 @@ def prepare(path: str | Path, allow_pickle: bool, cache_dir: str | Path) -> Path
   Converted pickles are cached in `cache_dir` by content hash, so each file is
   unpickled only once.
   """
-  import hashlib  # pylint: disable=import-outside-toplevel
+  import hashlib
 
   path = Path(path).expanduser().resolve()
   if not path.is_file():

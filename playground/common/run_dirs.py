@@ -22,6 +22,8 @@ from typing import Any
 
 from playground.common import tensorboard_reader
 
+#: The repository (or installed source tree) root: default home of checkpoints and caches.
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MARKER = ".duck-playground-run"
 CONFIG_FILE = "config.json"
 META_FILE = "meta.json"
@@ -31,6 +33,10 @@ STEP_DIR_PATTERN = re.compile(r"^\d{12}$")
 
 class RunDirError(ValueError):
   """A run directory or name that the project refuses to use (a one-line message)."""
+
+
+class CheckpointError(RuntimeError):
+  """A checkpoint path is missing, incomplete, corrupted or incompatible."""
 
 
 # ---- Names and paths.
@@ -65,7 +71,7 @@ def check_writable_dir(path: Path, flag: str = "--output_dir") -> None:
 
 
 def read_record(run_dir: Path) -> dict[str, Any]:
-  """The run's `config.json` (written by `runner.write_config`).
+  """The run's `config.json` (written by `run_record.write_config`).
 
   Raises:
     RunDirError: if it is missing, unreadable or not a run record.
@@ -137,7 +143,7 @@ def delete_run_dir(run_dir: Path, output_dir: Path) -> Path:
   return target
 
 
-# ---- Checkpoints (names only; loading them lives in `checkpointing`).
+# ---- Checkpoints (names and metadata; loading them lives in `checkpointing`).
 
 
 def step_dir_name(step: int) -> str:
@@ -157,6 +163,46 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     return []
   found = [p for p in run_dir.iterdir() if p.is_dir() and is_complete(p)]
   return sorted(found, key=lambda p: int(p.name))
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+  """The newest complete checkpoint of a run, or None."""
+  found = list_checkpoints(run_dir)
+  return found[-1] if found else None
+
+
+def resolve(path: str | Path) -> Path:
+  """A checkpoint step directory from a step directory or a run directory.
+
+  Raises:
+    CheckpointError: if there is nothing loadable at `path`.
+  """
+  path = Path(path).expanduser()
+  if not path.exists():
+    raise CheckpointError(f"checkpoint path {path} does not exist")
+  if STEP_DIR_PATTERN.match(path.name):
+    if not is_complete(path):
+      raise CheckpointError(
+        f"checkpoint {path} is incomplete (no {META_FILE} or {STATE_DIR}/); "
+        f"use the run directory {path.parent} to pick its latest complete checkpoint"
+      )
+    return path
+  latest = latest_checkpoint(path)
+  if latest is None:
+    raise CheckpointError(f"{path} holds no complete checkpoint (expected step directories like 000001048576/)")
+  return latest
+
+
+def read_meta(step_dir: Path) -> dict[str, Any]:
+  """A checkpoint's `meta.json` (step, compatibility fingerprint, versions).
+
+  Raises:
+    CheckpointError: if it is missing or unreadable.
+  """
+  try:
+    return json.loads((Path(step_dir) / META_FILE).read_text())
+  except (OSError, json.JSONDecodeError) as e:
+    raise CheckpointError(f"checkpoint {step_dir} has an unreadable {META_FILE}: {e}") from e
 
 
 # ---- `--list`.
@@ -194,7 +240,7 @@ def summarize(run_dir: Path) -> RunSummary:
   steps = [int(p.name) for p in list_checkpoints(run_dir)]
   try:
     scalars = tensorboard_reader.read_scalars(run_dir)
-  except Exception:  # pylint: disable=broad-except
+  except Exception:
     scalars = {}  # a damaged event file: the listing still shows the rest
   logged = [step for points in scalars.values() for step, _ in points]
   evals = [v for _, v in scalars.get("eval/episode_reward", []) if math.isfinite(v)]

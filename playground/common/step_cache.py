@@ -286,26 +286,3 @@ def _project_files() -> set[Path]:
       if path.is_file() and "__pycache__" not in path.parts and not path.name.startswith("."):
         files.add(path)
   return files
-
-
-def named_file_digests(config: Any) -> dict[str, str]:
-  """{path: sha256} for every string in a (nested) config that names an existing file."""
-  out: dict[str, str] = {}
-
-  def visit(value: Any) -> None:
-    if isinstance(value, dict):
-      for v in value.values():
-        visit(v)
-    elif isinstance(value, (list, tuple)):
-      for v in value:
-        visit(v)
-    elif isinstance(value, str) and value and len(value) < 4096:
-      path = Path(value).expanduser()
-      try:
-        if path.is_file():
-          out[value] = hashlib.sha256(path.read_bytes()).hexdigest()
-      except OSError:
-        pass
-
-  visit(config)
-  return out

@@ -142,15 +142,15 @@ class VecEnv:
     the traced batch holds (e.g. to size MuJoCo Warp's shared buffers).
     """
     env = self.env.unwrapped
-    original_model = env._mjx_model  # pylint: disable=protected-access
+    original_model = env._mjx_model
     original_batch_size = getattr(env, "batch_size", None)
-    env._mjx_model = model  # pylint: disable=protected-access
+    env._mjx_model = model
     if original_batch_size is not None:
       env.batch_size = batch_size
     try:
       yield env
     finally:
-      env._mjx_model = original_model  # pylint: disable=protected-access
+      env._mjx_model = original_model
       if original_batch_size is not None:
         env.batch_size = original_batch_size
 

@@ -363,12 +363,8 @@ class OpenDuckMiniV2Env(MjxEnv):
     self,
     task: str = "flat_terrain",
     config: config_dict.ConfigDict | None = None,
-    config_overrides: Mapping[str, Any] | None = None,
   ):
     config = config if config is not None else self.default_config()
-    if config_overrides:
-      config = config_dict.ConfigDict(config.to_dict())
-      config.update_from_flattened_dict(dict(config_overrides))
     for name in ("action_steps", "imu_steps"):
       lo, hi = config.delay[name]
       if not 0 <= lo <= hi <= MAX_DELAY_STEPS:

@@ -90,8 +90,8 @@ class Joystick(base.OpenDuckMiniV2Env):
   frequency.
   """
 
-  def __init__(self, task="flat_terrain", config=None, config_overrides=None):
-    super().__init__(task, config, config_overrides)
+  def __init__(self, task="flat_terrain", config=None):
+    super().__init__(task, config)
     self._reference = None
     if self._config.reward_config.scales.imitation != 0.0:
       self._reference = load_reference(self._config.reference.path)
@@ -202,7 +202,7 @@ class Joystick(base.OpenDuckMiniV2Env):
 
 def load_reference(path: str) -> ref_lib.ReferenceTable:
   """The reference table at `path`, or the built-in generated gait."""
-  from playground.open_duck_mini_v2 import reference_motion  # pylint: disable=import-outside-toplevel
+  from playground.open_duck_mini_v2 import reference_motion
 
   if not path:
     return reference_motion.load_default()

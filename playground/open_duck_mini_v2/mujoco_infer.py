@@ -41,7 +41,7 @@ def onnx_policy(path: str | Path, batched: bool = False) -> Callable[[np.ndarray
 
   With `batched`, obs (N, 101) -> actions (N, 14) in one call.
   """
-  import onnxruntime as ort  # pylint: disable=import-outside-toplevel
+  import onnxruntime as ort
 
   options = ort.SessionOptions()
   options.intra_op_num_threads = 1
@@ -104,20 +104,20 @@ class Playback:
     delays: bool = False,
     seed: int = 0,
   ):
-    import jax  # pylint: disable=import-outside-toplevel
-    import mujoco  # pylint: disable=import-outside-toplevel
+    import jax
+    import mujoco
 
-    from playground.open_duck_mini_v2 import base  # pylint: disable=import-outside-toplevel
-    from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # pylint: disable=import-outside-toplevel
+    from playground.open_duck_mini_v2 import base
+    from playground.open_duck_mini_v2.runner import env_class
 
-    config = OpenDuckMiniV2Runner._env_class(env_name).default_config()  # pylint: disable=protected-access
+    config = env_class(env_name).default_config()
     if not noise:
       config.noise_config.level = 0.0
     if not delays:
       config.delay.action_steps = (0, 0)
       config.delay.imu_steps = (0, 0)
     config.push_config.enable = False
-    self.env = OpenDuckMiniV2Runner._env_class(env_name)(task=task, config=config)  # pylint: disable=protected-access
+    self.env = env_class(env_name)(task=task, config=config)
     self.model = self.env.mj_model
     self.data = mujoco.MjData(self.model)
     self.policy = policy
@@ -136,7 +136,7 @@ class Playback:
 
   def view(self) -> Any:
     """The fields of the C state that the observation code reads."""
-    from playground.open_duck_mini_v2.base import DataView  # pylint: disable=import-outside-toplevel
+    from playground.open_duck_mini_v2.base import DataView
 
     return DataView.from_mjdata(self.data)
 
@@ -186,7 +186,7 @@ def run(
   height: int = 480,
 ) -> dict[str, Any]:
   """Runs `duration` seconds headless; returns the summary (distance, tracking error, falls)."""
-  mujoco = playback._mujoco  # pylint: disable=protected-access
+  mujoco = playback._mujoco
   renderer = mujoco.Renderer(playback.model, height=height, width=width) if video else None
   frames = []
   log: dict[str, list] = {k: [] for k in ("time", "obs", "action", "motor_targets", "command", "qpos")}
@@ -204,7 +204,7 @@ def run(
     log["motor_targets"].append(np.asarray(playback.info["motor_targets"]))
     log["qpos"].append(playback.data.qpos.copy())
     state = obs["privileged_state"]
-    from playground.open_duck_mini_v2.observations import PRIVILEGED_LAYOUT  # pylint: disable=import-outside-toplevel
+    from playground.open_duck_mini_v2.observations import PRIVILEGED_LAYOUT
 
     linvel = np.asarray(state[PRIVILEGED_LAYOUT.slices["local_linvel"]])
     gyro = np.asarray(state[PRIVILEGED_LAYOUT.slices["gyro_clean"]])
@@ -221,11 +221,11 @@ def run(
   distance += float(np.linalg.norm(playback.data.qpos[0:2] - start_xy))
   if renderer is not None:
     renderer.close()
-    import imageio.v2 as imageio  # pylint: disable=import-outside-toplevel
+    import imageio.v2 as imageio
 
     imageio.mimwrite(video, frames, fps=int(round(1.0 / playback.env.dt)), codec="libx264", macro_block_size=1)
   if record:
-    from playground.open_duck_mini_v2.observations import STATE_LAYOUT  # pylint: disable=import-outside-toplevel
+    from playground.open_duck_mini_v2.observations import STATE_LAYOUT
 
     np.savez(
       record,
@@ -244,9 +244,9 @@ def run(
 
 def interactive(playback: Playback, schedule: CommandSchedule) -> None:
   """Passive viewer; arrows: vx / yaw rate, , and . : vy, space: stop."""
-  import time  # pylint: disable=import-outside-toplevel
+  import time
 
-  import mujoco.viewer  # pylint: disable=import-outside-toplevel
+  import mujoco.viewer
 
   command = np.array(schedule(0.0), np.float32)
   keys = {265: (0, 0.05), 264: (0, -0.05), 263: (2, 0.2), 262: (2, -0.2), 44: (1, 0.05), 46: (1, -0.05)}
@@ -293,11 +293,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
 
-  from playground.common import checkpointing  # pylint: disable=import-outside-toplevel
-  from playground.common import config as config_lib  # pylint: disable=import-outside-toplevel
-  from playground.common import export  # pylint: disable=import-outside-toplevel
-  from playground.common import onnx_export  # pylint: disable=import-outside-toplevel
-  from playground.open_duck_mini_v2 import constants as consts  # pylint: disable=import-outside-toplevel
+  from playground.common import checkpointing
+  from playground.common import config as config_lib
+  from playground.common import onnx_export
+  from playground.export import export_checkpoint
+  from playground.open_duck_mini_v2 import constants as consts
 
   try:
     config_lib.check_choice("--task", args.task, consts.TASKS)
@@ -309,7 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
       path = args.onnx
       if args.checkpoint:
-        path, _ = export.export_checkpoint(args.checkpoint, Path(tmp) / "policy.onnx")
+        path, _ = export_checkpoint(args.checkpoint, Path(tmp) / "policy.onnx")
       if not Path(path).is_file():
         raise FileNotFoundError(f"policy file {path} does not exist")
       playback = Playback(onnx_policy(path), args.env, args.task, args.noise, args.delays, args.seed)

@@ -249,11 +249,11 @@ def load_default() -> ref_lib.ReferenceTable:
 
 def plot(table: ref_lib.ReferenceTable, command: Sequence[float], output: str | Path, samples: int = 200) -> Path:
   """PNG of one period of the joint trajectories and foot contacts."""
-  import matplotlib  # pylint: disable=import-outside-toplevel
+  import matplotlib
 
   matplotlib.use("Agg")
-  import jax  # pylint: disable=import-outside-toplevel
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
+  import jax
+  import matplotlib.pyplot as plt
 
   lookup = jax.jit(jax.vmap(table.lookup_fn(), in_axes=(None, 0)))
   phases = np.linspace(0.0, 1.0, samples)
@@ -296,7 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   pl.add_argument("--yaw_rate", type=float, default=0.0)
   pl.add_argument("--output", default="reference_gait.png")
   args = parser.parse_args(argv)
-  from playground.common import config as config_lib  # pylint: disable=import-outside-toplevel
+  from playground.common import config as config_lib
 
   try:
     if args.command == "generate":

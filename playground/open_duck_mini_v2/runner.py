@@ -11,6 +11,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 from typing import Any
 
 from ml_collections import config_dict
@@ -20,6 +21,9 @@ from playground.common.runner import REPO_ROOT
 from playground.common.runner import BaseRunner
 from playground.common.runner import ResolvedConfig
 from playground.open_duck_mini_v2 import constants as consts
+
+if TYPE_CHECKING:
+  from playground.common.trainer import Session
 
 ENVS = ("joystick", "standing")
 
@@ -59,10 +63,10 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
       num_eval_envs=128,
       eval_every=10_000_000,
       log_every=1_000_000,
+      checkpoint_every=10_000_000,
+      keep_last=5,
     )
   )
-  c.checkpoint_every = 10_000_000
-  c.keep_last = 5
   if preset == "quick":
     c.update(
       dict(
@@ -78,9 +82,9 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
         log_every=20_000,
         policy_hidden_layer_sizes=(64, 64),
         value_hidden_layer_sizes=(128, 128),
+        checkpoint_every=300_000,
       )
     )
-    c.checkpoint_every = 300_000
   elif preset == "cpu":
     # A walking policy on a laptop CPU (see BENCHMARKS.md, "Time to walk").
     c.update(
@@ -99,10 +103,10 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
         log_every=204_800,
         policy_hidden_layer_sizes=(128, 128),
         value_hidden_layer_sizes=(256, 256),
+        checkpoint_every=2_000_000,
+        keep_last=0,
       )
     )
-    c.checkpoint_every = 2_000_000
-    c.keep_last = 0
   elif preset == "smoke":
     c.update(
       dict(
@@ -117,9 +121,9 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
         log_every=1_280,
         policy_hidden_layer_sizes=(32, 32),
         value_hidden_layer_sizes=(32, 32),
+        checkpoint_every=2_560,
       )
     )
-    c.checkpoint_every = 2_560
   return c
 
 
@@ -140,13 +144,13 @@ class OpenDuckMiniV2Runner(BaseRunner):
     return consts.TASKS
 
   def default_env_config(self, env_name: str) -> config_dict.ConfigDict:
-    return self._env_class(env_name).default_config()
+    return env_class(env_name).default_config()
 
   def make_env(self, env_name: str, task: str, env_config: config_dict.ConfigDict):
-    return self._env_class(env_name)(task=task, config=env_config)
+    return env_class(env_name)(task=task, config=env_config)
 
   def make_randomizer(self, env, env_config: config_dict.ConfigDict):
-    from playground.common import randomize  # pylint: disable=import-outside-toplevel
+    from playground.common import randomize
 
     if not env_config.domain_randomization.enabled:
       return None
@@ -186,10 +190,10 @@ class OpenDuckMiniV2Runner(BaseRunner):
     path = self.args.extra.get("reference")
     if path:
       if self.args.env != "joystick":
-        from playground.common.config import ConfigError  # pylint: disable=import-outside-toplevel
+        from playground.common.config import ConfigError
 
         raise ConfigError("--reference applies to --env joystick (the imitation reward)")
-      from playground.common import reference  # pylint: disable=import-outside-toplevel
+      from playground.common import reference
 
       table = reference.prepare(path, bool(self.args.extra.get("allow_pickle")), REPO_ROOT / ".tmp" / "references")
       cfg.env_config.reference.path = str(table)
@@ -198,8 +202,8 @@ class OpenDuckMiniV2Runner(BaseRunner):
   @classmethod
   def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
     """What the robot runtime needs to feed and read the ONNX policy."""
-    from playground.open_duck_mini_v2 import base  # pylint: disable=import-outside-toplevel
-    from playground.open_duck_mini_v2 import observations  # pylint: disable=import-outside-toplevel
+    from playground.open_duck_mini_v2 import base
+    from playground.open_duck_mini_v2 import observations
 
     ids = base.RobotIndices.from_model(base.load_model(task))
     frequency = env_class(env_name).gait_frequency_of(env_config)
@@ -227,17 +231,17 @@ class OpenDuckMiniV2Runner(BaseRunner):
       "motor_targets": "home_pose + action_scale * action (+ head command); the servos limit speed and range",
     }
 
-  def score_checkpoint(self, step_dir: Path, step: int, ctx: dict) -> dict[str, float]:
+  def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
     """Plays the checkpoint's policy on the scorecard suite; writes score.json/png next to it."""
     mode = self.args.extra.get("score", "auto")
-    if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or ctx["env_name"] != "joystick":
+    if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or session.env_name != "joystick":
       return {}
     policy = Path(step_dir) / "policy.onnx"
     if not policy.is_file():
       return {}
     from playground.open_duck_mini_v2 import score
 
-    card = score.score(policy, ctx["env_config"].to_dict(), seeds=SCORE_SEEDS, task=ctx["task"])
+    card = score.score(policy, session.cfg.env_config.to_dict(), seeds=SCORE_SEEDS, task=session.task)
     score.write(card, Path(step_dir))
     logger.info("%s (step %s, %.1f s)", score.headline_line(card), f"{step:,}", card["wall_time_s"])
     return score.tensorboard_scalars(card)
@@ -247,10 +251,6 @@ class OpenDuckMiniV2Runner(BaseRunner):
     if preset == "smoke":
       return {"episode_length": 100}
     return {}
-
-  @staticmethod
-  def _env_class(env_name: str):
-    return env_class(env_name)
 
 
 def env_class(env_name: str):

@@ -112,9 +112,9 @@ def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any] | None, Path]
   step_dir = checkpointing.resolve(path)
   onnx_path = step_dir / "policy.onnx"
   if not onnx_path.is_file():
-    from playground.common import export
+    from playground.export import export_checkpoint
 
-    onnx_path, _ = export.export_checkpoint(step_dir)
+    onnx_path, _ = export_checkpoint(step_dir)
   config_path = step_dir.parent / "config.json"
   env_config = json.loads(config_path.read_text())["env_config"] if config_path.is_file() else None
   return onnx_path, env_config, step_dir
