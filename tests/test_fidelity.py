@@ -83,22 +83,13 @@ def test_joystick_stand_still_ignores_the_head(joystick):
     base_pos=jp.zeros(3),
     base_height=jp.ones(1),
   )
-  command = jp.array([0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5])
-  kwargs = dict(
-    command=command,
-    action=jp.zeros(14),
-    last_action=jp.zeros(14),
-    air_time=jp.zeros(2),
-    first_contact=jp.zeros(2),
-    terminated=jp.array(False),
-    phase=jp.zeros(()),
-  )
-  terms = joystick.compute_rewards(readings, **kwargs)
+  step = obs_lib.StepContext.idle(jp.array([0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5]))
+  terms = joystick.compute_rewards(readings, step)
   # The head sits at its command: no stand-still cost, full head tracking.
   assert float(terms["stand_still"]) == 0.0
   assert float(terms["head_tracking"]) == pytest.approx(1.0)
   legs_moved = readings.replace(joint_pos=readings.joint_pos.at[jp.array(LEGS)].set(0.1))
-  assert float(joystick.compute_rewards(legs_moved, **kwargs)["stand_still"]) == pytest.approx(1.0)
+  assert float(joystick.compute_rewards(legs_moved, step)["stand_still"]) == pytest.approx(1.0)
 
 
 def test_metadata_writes_the_gait_frequency_the_env_uses(tmp_path, caplog):
@@ -229,16 +220,8 @@ def test_following_the_command_beats_standing_by_a_wide_margin(joystick):
 
 def test_imitation_pays_only_for_a_moving_command(joystick):
   readings = _first_info(joystick)[1]
-  kwargs = dict(
-    action=jp.zeros(14),
-    last_action=jp.zeros(14),
-    air_time=jp.zeros(2),
-    first_contact=jp.zeros(2),
-    terminated=jp.array(False),
-    phase=jp.zeros(()),
-  )
-  still = joystick.compute_rewards(readings, command=jp.zeros(7), **kwargs)
-  moving = joystick.compute_rewards(readings, command=jp.array([0.1, 0, 0, 0, 0, 0, 0.0]), **kwargs)
+  still = joystick.compute_rewards(readings, obs_lib.StepContext.idle(jp.zeros(7)))
+  moving = joystick.compute_rewards(readings, obs_lib.StepContext.idle(jp.array([0.1, 0, 0, 0, 0, 0, 0.0])))
   imitation = [k for k in still if k.startswith("imitation_")]
   assert imitation and all(float(still[k]) == 0.0 for k in imitation)
   assert sum(float(moving[k]) for k in imitation) > 0.0

@@ -14,8 +14,9 @@ from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import joystick
 from playground.open_duck_mini_v2 import reference_motion as rm
+from playground.open_duck_mini_v2 import references
 
-SL = ref_lib.FRAME_LAYOUT.slices
+SL = references.FRAME_LAYOUT.slices
 
 
 @pytest.fixture(scope="module")
@@ -183,15 +184,15 @@ def test_community_file_converts_with_explicit_opt_in(tmp_path):
   path = tmp_path / "polynomial_coefficients.pkl"
   path.write_bytes(pickle.dumps(_community_entries()))
   with pytest.raises(ConfigError, match="--allow_pickle"):
-    ref_lib.from_polynomial_pickle(path, allow_pickle=False)
-  table = ref_lib.from_polynomial_pickle(path, allow_pickle=True)
+    references.from_polynomial_pickle(path, allow_pickle=False)
+  table = references.from_polynomial_pickle(path, allow_pickle=True)
   assert [list(a) for a in table.axes] == [[0.0, 0.1], [-0.05, 0.05], [0.0, 0.5]]
   assert table.num_phases == 27 and table.period == pytest.approx(0.54)
   knee = table.frames[0, 0, 0, :, SL["joint_pos"]][:, 3]
   np.testing.assert_allclose(knee, 1.4 + 0.1 * np.arange(27) / 27, atol=1e-6)
   np.testing.assert_array_equal(table.frames[..., SL["foot_contacts"]][..., 0], 1.0)
-  cached = ref_lib.prepare(path, True, tmp_path / "cache")
-  assert cached.suffix == ".npz" and ref_lib.prepare(path, True, tmp_path / "cache") == cached
+  cached = references.prepare(path, True, tmp_path / "cache")
+  assert cached.suffix == ".npz" and references.prepare(path, True, tmp_path / "cache") == cached
   np.testing.assert_array_equal(ref_lib.ReferenceTable.load(cached).frames, table.frames)
 
 
@@ -205,21 +206,21 @@ def test_community_grid_written_in_rounded_entry_names_is_accepted():
   for key, entry in entries.items():
     # Tag every entry with its yaw rate to check where it lands.
     entry["coefficients"]["dim_3"] = [float(key.split("_")[2]), 0.0, 0.0, 0.0]
-  table = ref_lib.from_polynomial_entries(entries)
+  table = references.from_polynomial_entries(entries)
   np.testing.assert_allclose(table.axes[2], yaw, atol=1e-3)
   assert np.ptp(np.diff(table.axes[2])) < 1e-9
   knee = table.frames[0, 0, :, 0, SL["joint_pos"]][:, 3]
   np.testing.assert_allclose(knee, np.round(yaw, 3), atol=1e-6)
   # A genuinely uneven grid is still refused.
   with pytest.raises(ConfigError, match="evenly spaced"):
-    ref_lib.from_polynomial_entries(_community_entries(xs=(0.0, 0.1, 0.3)))
+    references.from_polynomial_entries(_community_entries(xs=(0.0, 0.1, 0.3)))
 
 
 def test_incomplete_community_grid_names_the_missing_commands():
   entries = _community_entries()
   del entries["0.100_0.050_0.500"]
   with pytest.raises(ConfigError, match="missing commands 0.100_0.050_0.500"):
-    ref_lib.from_polynomial_entries(entries)
+    references.from_polynomial_entries(entries)
 
 
 def test_training_with_a_converted_community_file_logs_imitation_components(tmp_path):

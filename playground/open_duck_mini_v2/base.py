@@ -437,29 +437,13 @@ class OpenDuckMiniV2Env(MjxEnv):
     """A new 7-dim command (vx, vy, yaw rate, neck/head offsets)."""
     raise NotImplementedError
 
-  def compute_rewards(
-    self,
-    readings: obs_lib.Readings,
-    *,
-    command: jax.Array,
-    action: jax.Array,
-    last_action: jax.Array,
-    air_time: jax.Array,
-    first_contact: jax.Array,
-    terminated: jax.Array,
-    phase: jax.Array,
-  ) -> dict[str, jax.Array]:
+  def compute_rewards(self, readings: obs_lib.Readings, step: obs_lib.StepContext) -> dict[str, jax.Array]:
     """Unweighted reward terms, for the terms with a non-zero scale only.
 
     Args:
       readings: noiseless readings after the physics step.
-      command: the command the step was taken under.
-      action: the policy action of this step.
-      last_action: the previous policy action.
-      air_time: seconds each foot had been in the air, this step included.
-      first_contact: per foot, whether it touched down at this step.
-      terminated: whether the robot fell at this step.
-      phase: gait phase (radians) of the state reached by this step.
+      step: what else the step's rewards depend on (command, actions, feet,
+        termination, phase); see `observations.StepContext`.
     """
     raise NotImplementedError
 
@@ -626,8 +610,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     fell = (up_z < cfg.termination.min_up_z) | (readings.base_height[0] < cfg.termination.min_base_height)
     terminated = fell | nan
 
-    terms = self.compute_rewards(
-      readings,
+    step = obs_lib.StepContext(
       command=previous["command"],
       action=action,
       last_action=previous["last_actions"][0],
@@ -636,6 +619,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       terminated=terminated,
       phase=info["phase"],
     )
+    terms = self.compute_rewards(readings, step)
     scales = self.reward_scales()
     weighted = {name: scales[name] * value * self.dt for name, value in terms.items()}
     reward = sum(weighted.values()) if weighted else jp.zeros(())

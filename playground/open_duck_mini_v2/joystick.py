@@ -17,6 +17,7 @@ from playground.common import rewards
 from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2.references import FRAME_LAYOUT
 
 IMITATED_JOINTS = tuple(consts.ACTUATOR_NAMES.index(n) for n in consts.LEG_JOINT_NAMES)
 
@@ -143,18 +144,8 @@ class Joystick(base.OpenDuckMiniV2Env):
     mask = jp.concatenate([jp.full(3, ~zero_vel), jp.full(4, ~zero_head)])
     return values * mask
 
-  def compute_rewards(
-    self,
-    readings: obs_lib.Readings,
-    *,
-    command: jax.Array,
-    action: jax.Array,
-    last_action: jax.Array,
-    air_time: jax.Array,
-    first_contact: jax.Array,
-    terminated: jax.Array,
-    phase: jax.Array,
-  ) -> dict[str, jax.Array]:
+  def compute_rewards(self, readings: obs_lib.Readings, step: obs_lib.StepContext) -> dict[str, jax.Array]:
+    command, action, last_action, terminated = step.command, step.action, step.last_action, step.terminated
     cfg = self._config.reward_config
     head = self._ids.head_act
     legs = jp.array(IMITATED_JOINTS)
@@ -172,12 +163,14 @@ class Joystick(base.OpenDuckMiniV2Env):
       "orientation": lambda: rewards.orientation(readings.gravity),
       "lin_vel_z": lambda: rewards.lin_vel_z(readings.global_linvel),
       "ang_vel_xy": lambda: rewards.ang_vel_xy(readings.global_angvel),
-      "feet_air_time": lambda: rewards.feet_air_time(air_time, first_contact, command[:3], cfg.feet_air_time_threshold),
+      "feet_air_time": lambda: rewards.feet_air_time(
+        step.air_time, step.first_contact, command[:3], cfg.feet_air_time_threshold
+      ),
       "feet_slip": lambda: rewards.feet_slip(readings.feet_contacts, readings.feet_vel.reshape(2, 3)[:, :2]),
     }
     active = self.active_reward_terms
     if self._reference is not None:
-      frame = ref_lib.FRAME_LAYOUT.split(self._lookup(command[:3], phase / (2 * jp.pi)))
+      frame = FRAME_LAYOUT.split(self._lookup(command[:3], step.phase / (2 * jp.pi)))
       joints = jp.array(IMITATED_JOINTS)
       reference = dict(frame, joint_pos=frame["joint_pos"][joints], joint_vel=frame["joint_vel"][joints])
       components = rewards.imitation(
@@ -227,7 +220,7 @@ def ideal_reward_per_second(env: Joystick, command: jax.Array, walking: bool, ph
   command = jp.asarray(command, jp.float32)
 
   def one(phase):
-    frame = ref_lib.FRAME_LAYOUT.split(lookup(command[:3], phase))
+    frame = FRAME_LAYOUT.split(lookup(command[:3], phase))
     if walking:
       joint_pos = frame["joint_pos"].at[head].set(home[head] + command[3:7])
       joint_vel, contacts = frame["joint_vel"], frame["foot_contacts"]
@@ -251,16 +244,7 @@ def ideal_reward_per_second(env: Joystick, command: jax.Array, walking: bool, ph
       base_pos=jp.zeros(3),
       base_height=jp.array([0.17]),
     )
-    terms = env.compute_rewards(
-      readings,
-      command=command,
-      action=jp.zeros(14),
-      last_action=jp.zeros(14),
-      air_time=jp.zeros(2),
-      first_contact=jp.zeros(2),
-      terminated=jp.array(False),
-      phase=phase * 2 * jp.pi,
-    )
+    terms = env.compute_rewards(readings, obs_lib.StepContext.idle(command, phase * 2 * jp.pi))
     return sum(scales[k] * v for k, v in terms.items())
 
   return float(jp.mean(jax.jit(jax.vmap(one))(jp.arange(phases) / phases)))

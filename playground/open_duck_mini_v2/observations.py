@@ -78,6 +78,42 @@ class Readings:
   base_height: jax.Array
 
 
+@struct.dataclass
+class StepContext:
+  """What a step's rewards depend on besides the readings.
+
+  Attributes:
+    command: the command the step was taken under.
+    action: the policy action of this step.
+    last_action: the previous policy action.
+    air_time: seconds each foot had been in the air, this step included.
+    first_contact: per foot, whether it touched down at this step.
+    terminated: whether the robot fell at this step.
+    phase: gait phase (radians) of the state reached by this step.
+  """
+
+  command: jax.Array
+  action: jax.Array
+  last_action: jax.Array
+  air_time: jax.Array
+  first_contact: jax.Array
+  terminated: jax.Array
+  phase: jax.Array
+
+  @classmethod
+  def idle(cls, command: jax.Array, phase: jax.Array | float = 0.0) -> StepContext:
+    """A step with zero actions, no foot events and no fall (for reward arithmetic and tests)."""
+    return cls(
+      command=jp.asarray(command, jp.float32),
+      action=jp.zeros(NUM_ACTIONS),
+      last_action=jp.zeros(NUM_ACTIONS),
+      air_time=jp.zeros(2),
+      first_contact=jp.zeros(2),
+      terminated=jp.array(False),
+      phase=jp.asarray(phase, jp.float32),
+    )
+
+
 def add_noise(readings: Readings, key: jax.Array, scales: Mapping[str, Any], level: float) -> Readings:
   """Uniform sensor noise: value + level * scale * U(-1, 1).
 

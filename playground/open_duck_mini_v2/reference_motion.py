@@ -50,6 +50,7 @@ from ml_collections import config_dict
 from playground.common import reference as ref_lib
 from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2.references import FRAME_LAYOUT
 
 logger = logging.getLogger("playground")
 
@@ -171,8 +172,8 @@ def generate_cycle(ik: LegIK, command: Sequence[float], cfg: config_dict.ConfigD
   sway = -cfg.sway_amplitude * np.sin(2 * np.pi * phases)
   sway_vel = -cfg.sway_amplitude * 2 * np.pi / cfg.period * np.cos(2 * np.pi * phases)
   base_z = ik.home_qpos[2] + cfg.base_height_offset
-  sl = ref_lib.FRAME_LAYOUT.slices
-  frames = np.zeros((n, ref_lib.FRAME_LAYOUT.size))
+  sl = FRAME_LAYOUT.slices
+  frames = np.zeros((n, FRAME_LAYOUT.size))
   joint_pos = np.zeros((n, consts.ACTUATOR_NAMES.__len__()))
   joint_ids = {name: i for i, name in enumerate(consts.ACTUATOR_NAMES)}
   contacts = np.zeros((n, 2))
@@ -230,7 +231,7 @@ def generate(cfg: config_dict.ConfigDict | None = None) -> ref_lib.ReferenceTabl
   ik = make_ik()
   axes = tuple(np.linspace(lo, hi, int(count)) for lo, hi, count in (cfg.vx, cfg.vy, cfg.yaw_rate))
   n = int(round(cfg.period * cfg.fps))
-  frames = np.zeros((len(axes[0]), len(axes[1]), len(axes[2]), n, ref_lib.FRAME_LAYOUT.size), np.float32)
+  frames = np.zeros((len(axes[0]), len(axes[1]), len(axes[2]), n, FRAME_LAYOUT.size), np.float32)
   for i, vx in enumerate(axes[0]):
     for j, vy in enumerate(axes[1]):
       for k, wz in enumerate(axes[2]):
@@ -258,7 +259,7 @@ def plot(table: ref_lib.ReferenceTable, command: Sequence[float], output: str | 
   lookup = jax.jit(jax.vmap(table.lookup_fn(), in_axes=(None, 0)))
   phases = np.linspace(0.0, 1.0, samples)
   frames = np.asarray(lookup(np.asarray(command, np.float32), phases))
-  sl = ref_lib.FRAME_LAYOUT.slices
+  sl = FRAME_LAYOUT.slices
   fig, axes = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
   for side, ax in zip(("left", "right"), axes[:2]):
     for name in LEGS[side]:

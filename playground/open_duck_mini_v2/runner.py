@@ -193,9 +193,9 @@ class OpenDuckMiniV2Runner(BaseRunner):
         from playground.common.config import ConfigError
 
         raise ConfigError("--reference applies to --env joystick (the imitation reward)")
-      from playground.common import reference
+      from playground.open_duck_mini_v2 import references
 
-      table = reference.prepare(path, bool(self.args.extra.get("allow_pickle")), REPO_ROOT / ".tmp" / "references")
+      table = references.prepare(path, bool(self.args.extra.get("allow_pickle")), REPO_ROOT / ".tmp" / "references")
       cfg.env_config.reference.path = str(table)
     return cfg
 

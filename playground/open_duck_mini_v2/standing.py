@@ -60,19 +60,8 @@ class Standing(base.OpenDuckMiniV2Env):
     head = head * ~jax.random.bernoulli(keys[4], c.zero_head_prob)
     return jp.concatenate([jp.zeros(3), head])
 
-  def compute_rewards(
-    self,
-    readings: obs_lib.Readings,
-    *,
-    command: jax.Array,
-    action: jax.Array,
-    last_action: jax.Array,
-    air_time: jax.Array,
-    first_contact: jax.Array,
-    terminated: jax.Array,
-    phase: jax.Array,
-  ) -> dict[str, jax.Array]:
-    del air_time, first_contact, phase
+  def compute_rewards(self, readings: obs_lib.Readings, step: obs_lib.StepContext) -> dict[str, jax.Array]:
+    command, action, last_action, terminated = step.command, step.action, step.last_action, step.terminated
     cfg = self._config.reward_config
     head = self._ids.head_act
     legs = jp.array([i for i in range(obs_lib.NUM_ACTIONS) if i not in set(head.tolist())])
