@@ -225,3 +225,17 @@ def test_imitation_pays_only_for_a_moving_command(joystick):
   imitation = [k for k in still if k.startswith("imitation_")]
   assert imitation and all(float(still[k]) == 0.0 for k in imitation)
   assert sum(float(moving[k]) for k in imitation) > 0.0
+
+
+def test_warp_buffer_overflow_bits_ignore_iteration_limits():
+  from mujoco.mjx.third_party.mujoco_warp._src.types import OverflowType
+
+  from playground.common import backend
+
+  per_world = np.array([0, OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS, OverflowType.NARROWPHASE])
+  assert backend.warp_buffer_overflow_bits(per_world) == int(OverflowType.NARROWPHASE)
+  assert backend.warp_buffer_overflow_bits(per_world[:2]) == 0
+  assert backend.WARP_BUFFER_OVERFLOW_BITS == int(
+    OverflowType.ALL & ~(OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS)
+  )
+  assert int(OverflowType.ALL) == 0b1111_1111_1111  # the constant above covers every flag of this Warp version

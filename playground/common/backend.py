@@ -88,3 +88,21 @@ def cpu_training_estimate() -> tuple[float, str]:
   except (OSError, ValueError, KeyError, TypeError):
     pass
   return STATIC_CPU_TRAINING_SPS, "2-core CPU in BENCHMARKS.md; run playground/doctor.py to measure this machine"
+
+
+#: MuJoCo Warp's overflow bits that mean dropped contacts or constraints: all
+#: of its OverflowType (NEFC ... EPA_HORIZON = bits 0-8, TACTILE = bit 11)
+#: except the solver and line-search iteration limits (bits 9 and 10).
+WARP_BUFFER_OVERFLOW_BITS = 0b1111_1111_1111 & ~(0b11 << 9)
+
+
+def warp_buffer_overflow_bits(overflow) -> int:
+  """The buffer-overflow bits of MuJoCo Warp's per-world overflow masks, OR-ed over worlds.
+
+  `overflow` is `data._impl.overflow` of a (batched) Warp `mjx.Data`; the
+  solver iteration-limit bits are dropped.
+  """
+  import numpy as np
+
+  bits = np.asarray(overflow).astype(np.int64).ravel()
+  return int(np.bitwise_or.reduce(bits, initial=0)) & WARP_BUFFER_OVERFLOW_BITS

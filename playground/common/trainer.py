@@ -292,6 +292,7 @@ class Trainer:
     )
     self.last_checkpoint_step: int | None = start_step if runner.args.resume else None
     self._stop = threading.Event()
+    self._overflow_reported = False
     self._stop_requested_at: float | None = None
 
   def train(self, ts: ppo_lib.TrainingState, env_state: training_env.EnvState, start_step: int) -> int:
@@ -418,6 +419,7 @@ class Trainer:
         merged["perf/sps"] = (step - sps_timer[1]) / max(now - sps_timer[0], 1e-9)
         sps_timer = (now, step)
         self.progress(step, merged)
+        self.report_overflow(env_state)
         next_log = _next_multiple(step, p.log_every)
       if step >= next_eval or step >= self.total:
         self.evaluate(ts, step)
@@ -429,6 +431,23 @@ class Trainer:
         sps_timer = (time.monotonic(), step)
     self.save(step, ts, env_state)
     return "done"
+
+  def report_overflow(self, env_state: training_env.EnvState) -> None:
+    """Logs MuJoCo Warp's first contact/constraint buffer overflow, once per run, loudly."""
+    if self._overflow_reported:
+      return
+    overflow = getattr(getattr(env_state.env.data, "_impl", None), "overflow", None)
+    if overflow is None:  # the JAX implementation has no buffers to overflow
+      self._overflow_reported = True
+      return
+    bits = backend.warp_buffer_overflow_bits(distributed.host_local(overflow))
+    if bits:
+      self._overflow_reported = True
+      logger.error(
+        "MuJoCo Warp dropped contacts or constraints (overflow bits %s): the physics is wrong from here on; "
+        "raise --set naconmax_per_env=... or --set njmax=... and restart",
+        bin(bits),
+      )
 
   def progress(self, step: int, metrics: dict[str, float]) -> None:
     """Writes `metrics` to TensorBoard and prints the progress line (process 0 only)."""
