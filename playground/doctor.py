@@ -147,6 +147,14 @@ def probe_throughput(seconds: float, num_envs: int = PROBE_ENVS) -> dict[str, An
     calls += 1
   elapsed = time.monotonic() - start
   env_sps = calls * PROBE_STEPS_PER_CALL * num_envs / elapsed
+  # The probe runs on one device. On a CPU the runner trains on one JAX device
+  # per core (`--cpu_devices auto`), which scaled training 2.0x on 2 cores
+  # (BENCHMARKS.md): count that in; a GPU trains on the device measured.
+  devices = 1
+  if jax.default_backend() == "cpu":
+    from playground.common import distributed
+
+    devices = distributed.available_cores()
   return {
     "env": "joystick/flat_terrain",
     "impl": getattr(env, "impl", "jax"),
@@ -154,7 +162,8 @@ def probe_throughput(seconds: float, num_envs: int = PROBE_ENVS) -> dict[str, An
     "compile_s": round(compile_s, 1),
     "seconds": round(elapsed, 1),
     "env_steps_per_s": round(env_sps, 1),
-    "training_steps_per_s": round(env_sps * TRAINING_PER_ENV, 1),
+    "training_devices": devices,
+    "training_steps_per_s": round(env_sps * TRAINING_PER_ENV * devices, 1),
   }
 
 
@@ -223,7 +232,8 @@ def format_report(r: dict[str, Any]) -> list[str]:
     )
     lines.append(
       f"estimated time   at ~{p['training_steps_per_s']:,.0f} training steps/s "
-      f"({TRAINING_PER_ENV} x env; an estimate, compilation and evaluations excluded):"
+      f"({TRAINING_PER_ENV} x env x {p.get('training_devices', 1)} device(s); an estimate, compilation and "
+      "evaluations excluded):"
     )
     for preset, e in r["estimates"].items():
       lines.append(f"  --preset {preset:<6} {e['num_timesteps']:>12,} steps  ~{_hours(e['hours'])}")

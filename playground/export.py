@@ -80,7 +80,10 @@ def export_checkpoint(checkpoint: str | Path, output: str | Path | None = None) 
 def main(argv: Sequence[str] | None = None) -> int:
   """Command-line entry point of `playground/export.py`."""
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+  # force: importing the training stack may already have configured the root logger.
+  logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr, force=True)
+  for noisy in ("absl", "jax._src", "orbax", "etils"):
+    logging.getLogger(noisy).setLevel(logging.WARNING)
   parser = argparse.ArgumentParser(description="Export a checkpoint's policy to ONNX.")
   parser.add_argument("checkpoint", help="checkpoint step directory, or a run directory (latest step)")
   parser.add_argument("--output", "-o", help=f"output file (default: <step dir>/{export.POLICY_FILE})")

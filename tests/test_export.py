@@ -1,5 +1,7 @@
 """ONNX export: the file the robot loads, verified against the JAX policy."""
 
+import os
+
 import jax
 import numpy as np
 import onnx
@@ -7,6 +9,7 @@ import onnxruntime as ort
 import pytest
 from brax.training.acme import running_statistics
 from helpers import EXPORT
+from helpers import REPO_ROOT
 from helpers import run_cli
 from ml_collections import config_dict
 
@@ -40,7 +43,9 @@ def test_every_checkpoint_has_a_robot_ready_onnx_policy(smoke_run):
 def test_export_command_writes_a_verified_file(smoke_run, tmp_path):
   run_dir, _ = smoke_run
   out = tmp_path / "duck.onnx"
-  result = run_cli(run_dir, "--output", out, script=EXPORT, timeout=300)
+  # A relative path, as users type it (Orbax itself restores only absolute ones).
+  relative = os.path.relpath(run_dir, REPO_ROOT)
+  result = run_cli(relative, "--output", out, script=EXPORT, timeout=300)
   assert result.returncode == 0, result.stderr
   assert "max |onnx - jax|" in result.stderr
   assert out.is_file()

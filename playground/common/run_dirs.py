@@ -180,6 +180,7 @@ def resolve(path: str | Path) -> Path:
   path = Path(path).expanduser()
   if not path.exists():
     raise CheckpointError(f"checkpoint path {path} does not exist")
+  path = path.resolve()  # Orbax restores only absolute paths
   if STEP_DIR_PATTERN.match(path.name):
     if not is_complete(path):
       raise CheckpointError(
