@@ -1,6 +1,7 @@
 """Export a checkpoint's policy to ONNX for the robot.
 
     uv run playground/export.py checkpoints/<run>[/<step>] [--output policy.onnx]
+    uv run playground/export.py checkpoints/<run> --untrained 0 --output untrained.onnx   # baseline
 
 The checkpoint's run directory holds `config.json`, which names the robot,
 env, task and network settings; the network is rebuilt from it (the robot's
@@ -33,8 +34,19 @@ from playground.common import ppo as ppo_lib
 logger = logging.getLogger("playground")
 
 
-def export_checkpoint(checkpoint: str | Path, output: str | Path | None = None) -> tuple[Path, float]:
+def export_checkpoint(
+  checkpoint: str | Path, output: str | Path | None = None, untrained_seed: int | None = None
+) -> tuple[Path, float]:
   """Exports the policy of a checkpoint (step directory or run directory).
+
+  Args:
+    checkpoint: step directory, or run directory (its latest step).
+    output: file to write (default: `policy.onnx` in the step directory).
+    untrained_seed: if set, the same network with the policy weights PPO
+      initializes from this seed (the run's own initial policy for the run's
+      seed), behind the checkpoint's observation normalizer: the untrained
+      baseline a scorecard compares a trained policy with. Its metadata says
+      training step 0.
 
   Returns:
     (path written, max |onnx - jax| of the parity check).
@@ -69,10 +81,21 @@ def export_checkpoint(checkpoint: str | Path, output: str | Path | None = None) 
     compat["action_size"],
     preprocess_observations_fn=running_statistics.normalize if ppo_cfg.normalize_observations else (lambda x, y: x),
   )
-  metadata = export.policy_metadata(runner_cls, config["env"], config["task"], env_cfg, int(meta["step"]), obs_key)
+  policy_params = ts["params"]["policy"]
+  step = int(meta["step"])
+  if untrained_seed is not None:
+    _, key_policy, _ = jax.random.split(jax.random.PRNGKey(untrained_seed), 3)  # as PPO.init_training_state
+    policy_params = ppo_lib.init_policy_head(
+      network.policy_network.init(key_policy),
+      compat["action_size"],
+      ppo_cfg.init_noise_std,
+      ppo_cfg.init_action_mean_scale,
+    )
+    step = 0
+  metadata = export.policy_metadata(runner_cls, config["env"], config["task"], env_cfg, step, obs_key)
   out = Path(output) if output else step_dir / export.POLICY_FILE
   diff = export.export(
-    out, network, normalizer, ts["params"]["policy"], obs_key, compat["action_size"], ppo_cfg.activation, metadata
+    out, network, normalizer, policy_params, obs_key, compat["action_size"], ppo_cfg.activation, metadata
   )
   return out, diff
 
@@ -87,9 +110,17 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description="Export a checkpoint's policy to ONNX.")
   parser.add_argument("checkpoint", help="checkpoint step directory, or a run directory (latest step)")
   parser.add_argument("--output", "-o", help=f"output file (default: <step dir>/{export.POLICY_FILE})")
+  parser.add_argument(
+    "--untrained",
+    type=int,
+    metavar="SEED",
+    help="export the same network with freshly initialized policy weights (a baseline to score); needs --output",
+  )
   args = parser.parse_args(argv)
+  if args.untrained is not None and not args.output:
+    parser.error("--untrained needs --output (the checkpoint's own policy.onnx stays the trained one)")
   try:
-    path, diff = export_checkpoint(args.checkpoint, args.output)
+    path, diff = export_checkpoint(args.checkpoint, args.output, args.untrained)
   except (checkpointing.CheckpointError, onnx_export.ExportError, KeyError) as e:
     sys.stderr.write(f"error: {str(e).strip(chr(39))}\n")
     return 2

@@ -5,7 +5,10 @@ the same JAX persistent cache, so a configuration is compiled once per test
 run instead of once per test.
 """
 
+import fcntl
+import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -27,8 +30,23 @@ jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-  """One `--preset smoke` training run shared by the tests that read its output (scored)."""
-  out = tmp_path_factory.mktemp("runs")
-  result = run_cli("--preset", "smoke", "--output_dir", out, "--exp_name", "smoke", "--score", "on")
+  """One `--preset smoke` training run shared by the tests that read its output (scored).
+
+  Shared by every pytest-xdist worker: the first one trains under a file lock
+  in the session's common temp dir, the others wait and read its record.
+  Tests copy the run before changing it.
+  """
+  shared = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    shared = shared.parent  # the session's dir, above each worker's own
+  out = shared / "shared_smoke"
+  record = shared / "shared_smoke.json"
+  with open(shared / "shared_smoke.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    if not record.exists():
+      result = run_cli("--preset", "smoke", "--output_dir", out, "--exp_name", "smoke", "--score", "on")
+      record.write_text(json.dumps(dict(returncode=result.returncode, stdout=result.stdout, stderr=result.stderr)))
+    done = json.loads(record.read_text())
+  result = subprocess.CompletedProcess(args=["smoke"], **done)
   assert result.returncode == 0, result.stderr[-3000:]
   return out / "smoke", result

@@ -54,6 +54,17 @@ def test_export_command_writes_a_verified_file(smoke_run, tmp_path):
   again = onnx.load(str(out))
   for a, b in zip(ckpt.graph.initializer, again.graph.initializer):
     np.testing.assert_array_equal(onnx.numpy_helper.to_array(a), onnx.numpy_helper.to_array(b))
+  # The untrained baseline: same network and normalizer, freshly initialized
+  # policy weights (actions near the home pose), step 0 in its metadata.
+  assert run_cli(relative, "--untrained", "0", script=EXPORT, timeout=300).returncode == 2  # needs --output
+  base = tmp_path / "untrained.onnx"
+  result = run_cli(relative, "--untrained", "0", "--output", base, script=EXPORT, timeout=300)
+  assert result.returncode == 0, result.stderr
+  assert onnx_export.read_metadata(base)["training_step"] == 0
+  weights = lambda path: [onnx.numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer]  # noqa: E731
+  assert any(a.shape == b.shape and not np.array_equal(a, b) for a, b in zip(weights(out), weights(base)))
+  obs = np.random.default_rng(0).normal(size=(64, 101)).astype(np.float32)
+  assert np.abs(onnx_export.run_onnx(base, obs)).max() < 0.3
 
 
 def test_export_command_reports_bad_paths_in_one_line(tmp_path):

@@ -110,3 +110,20 @@ def test_the_runner_scores_every_checkpoint_into_tensorboard(smoke_run):
   for name in ("score/falls", "score/tracking_error_mps", "score/vx_at_0.1", "score/yaw_rate_at_0.5"):
     assert name in scalars, sorted(scalars)
   assert scalars["score/falls"][-1][1] == card["headline"]["falls"]
+
+
+def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_ranges():
+  look = score.look_around()
+  assert look == score.look_around() and look != score.look_around(seed=1)
+  assert look.duration == 20.0
+  commands = np.stack([look.at(t) for t in np.arange(0.0, 20.0, 0.5)])
+  assert np.all(commands[:, :3] == 0.0)  # stands still
+  head = commands[:, 3:]
+  assert len({tuple(h) for h in head}) == 10  # a new pose every 2 s
+  np.testing.assert_array_equal(head[0], head[3])  # 0.0 and 1.5 s: the same pose
+  low, high = np.array([-0.34, -0.78, -1.5, -0.5]), np.array([1.1, 0.78, 1.5, 0.5])
+  assert np.all(head >= low) and np.all(head <= high)
+  # The velocity-only entries of the suite keep the head at home.
+  assert np.all(score.suite()[1].at(1.0)[3:] == 0.0)
+  with pytest.raises(ValueError, match="schedule entry"):
+    score.Command("bad", ((0.0, 0.1, 0.0),)).at(0.0)

@@ -68,10 +68,14 @@ def default_config() -> config_dict.ConfigDict:
     dict(
       period=0.54,  # s, as the community's reference files
       fps=50,  # frames per second (the control rate)
-      double_support_ratio=0.2,
-      swing_height=0.02,  # m
-      base_height_offset=0.01,  # m: walk 1 cm taller than the home pose (room for the swing)
-      sway_amplitude=0.008,  # m
+      # No double support and no sway: played open loop through the servo
+      # model (benchmarks/reference_openloop.py), this gait moves the duck at
+      # 38-45% of a forward command; with 0.2 double support (0.16 s swings,
+      # faster than the servos) and 8 mm of sway it moved at 7% (BENCHMARKS.md).
+      double_support_ratio=0.0,
+      swing_height=0.02,  # m (1.2 cm scuffs, 3.5 cm topples the duck)
+      base_height_offset=0.01,  # m: walk 1 cm taller than the home pose (room for the swing; 0 topples it)
+      sway_amplitude=0.0,  # m
       vx=(-0.15, 0.15, 7),  # min, max, count
       vy=(-0.2, 0.2, 5),
       yaw_rate=(-1.0, 1.0, 5),

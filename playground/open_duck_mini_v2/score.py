@@ -51,19 +51,27 @@ JOINT_LIMIT_MARGIN = 0.02
 
 @dataclasses.dataclass(frozen=True)
 class Command:
-  """One entry of the suite: a name and a schedule [(t_start, vx, vy, yaw_rate), ...]."""
+  """One entry of the suite: a name and a schedule [(t_start, vx, vy, yaw_rate), ...].
+
+  An entry may add the four head commands (neck pitch, head pitch, head yaw,
+  head roll offsets, rad): (t_start, vx, vy, yaw_rate, neck, pitch, yaw, roll).
+  Without them the head command is 0 (the home pose).
+  """
 
   name: str
-  schedule: tuple[tuple[float, float, float, float], ...]
+  schedule: tuple[tuple[float, ...], ...]
   duration: float = DURATION_S
 
   def at(self, t: float) -> np.ndarray:
-    """The 7-dim command at time t (head commands 0)."""
+    """The 7-dim command at time t."""
     current = self.schedule[0]
     for entry in self.schedule:
       if t + 1e-9 >= entry[0]:
         current = entry
-    return np.array([current[1], current[2], current[3], 0.0, 0.0, 0.0, 0.0], np.float32)
+    if len(current) not in (4, 8):
+      raise ValueError(f"a schedule entry is (t, vx, vy, yaw_rate[, 4 head commands]), got {current}")
+    head = tuple(current[4:8]) or (0.0, 0.0, 0.0, 0.0)
+    return np.array([current[1], current[2], current[3], *head], np.float32)
 
 
 def suite() -> tuple[Command, ...]:
@@ -85,6 +93,23 @@ def suite() -> tuple[Command, ...]:
     const("turn_right_0.5", wz=-0.5),
     script,
   )
+
+
+def look_around(duration: float = SCRIPT_DURATION_S, every: float = 2.0, seed: int = 0) -> Command:
+  """Standing still while the head jumps to a new random pose every `every` seconds.
+
+  The poses are drawn uniformly from the joystick env's default head command
+  ranges (neck pitch -0.34..1.1, head pitch +-0.78, yaw +-1.5, roll +-0.5
+  rad), with a fixed seed, so every policy sees the same sequence. Swinging
+  the 4 head servos to their extremes shifts the duck's centre of mass: an
+  untrained policy that holds the legs at home falls in about half the
+  episodes even without pushes (see tests/test_learning.py).
+  """
+  rng = np.random.default_rng(seed)
+  low, high = (-0.34, -0.78, -1.5, -0.5), (1.1, 0.78, 1.5, 0.5)
+  count = int(np.ceil(duration / every))
+  schedule = tuple((every * i, 0.0, 0.0, 0.0, *np.round(rng.uniform(low, high), 2).tolist()) for i in range(count))
+  return Command("look_around", schedule, duration)
 
 
 class ScoreError(ValueError):
@@ -478,7 +503,7 @@ def score(
   if task not in consts.TASKS:
     raise ScoreError(f"unknown task '{task}'; valid: {', '.join(consts.TASKS)}")
   ids = base.RobotIndices.from_model(base.load_model(task))
-  ctrl_dt = float((env_config or {}).get("ctrl_dt", 0.02))
+  ctrl_dt = float((env_config or {}).get("ctrl_dt", base.base_config().ctrl_dt))
   check_contract(metadata, ids, ctrl_dt)
   config = score_config(metadata, env_config, clean)
   cache_key = (metadata["env"], task, json.dumps(config.to_dict(), sort_keys=True, default=str))
