@@ -228,9 +228,11 @@ def _randomized_models(env, config, keys: np.ndarray) -> list:
 
 
 class _Stepper:
-  """The training env's per-step functions, batched over episodes and jitted once per env."""
+  """An env and its per-step functions, batched over episodes and jitted once.
 
-  _cache: dict[int, _Stepper] = {}
+  Built once per process and configuration (`_STEPPERS`), so that a runner
+  scoring every checkpoint compiles them only once.
+  """
 
   def __init__(self, env):
     import jax
@@ -244,6 +246,7 @@ class _Stepper:
     class ModelView:
       qpos0: jax.Array
 
+    self.env = env
     self.ModelView = ModelView
     read = jax.vmap(lambda mv, view: base.read(ids, mv, view))
 
@@ -273,16 +276,10 @@ class _Stepper:
     self.act = jax.jit(act)
     self.sense = jax.jit(sense)
 
-  @classmethod
-  def of(cls, env) -> _Stepper:
-    if id(env) not in cls._cache:
-      cls._cache[id(env)] = cls(env)
-    return cls._cache[id(env)]
-
 
 def play(
   policy: Callable[[np.ndarray], np.ndarray],
-  env,
+  stepper: _Stepper,
   config,
   commands: Sequence[Command],
   seeds: int,
@@ -301,6 +298,7 @@ def play(
   from playground.open_duck_mini_v2 import base
   from playground.open_duck_mini_v2 import constants as consts
 
+  env = stepper.env
   episodes = [(c, s) for c in commands for s in range(seeds)]
   n = len(episodes)
   key = jax.random.PRNGKey(seed)
@@ -312,7 +310,6 @@ def play(
     mujoco.mj_resetDataKeyframe(m, d, home)
     mujoco.mj_forward(m, d)
   ids = env.ids
-  stepper = _Stepper.of(env)
   model_views = stepper.ModelView(qpos0=jp.asarray(np.stack([m.qpos0 for m in models]), jp.float32))
 
   def views():
@@ -462,7 +459,7 @@ def _round(values) -> list[float]:
   return [round(float(v), 4) for v in values]
 
 
-_ENVS: dict[tuple[str, str, str], Any] = {}
+_STEPPERS: dict[tuple[str, str, str], _Stepper] = {}
 
 
 def score(
@@ -507,14 +504,11 @@ def score(
   check_contract(metadata, ids, ctrl_dt)
   config = score_config(metadata, env_config, clean)
   cache_key = (metadata["env"], task, json.dumps(config.to_dict(), sort_keys=True, default=str))
-  if cache_key not in _ENVS:
-    # Built once per process and configuration, so that a runner scoring every
-    # checkpoint compiles the per-step functions only once.
-    _ENVS[cache_key] = env_class(metadata["env"])(task=task, config=config)
-  env = _ENVS[cache_key]
+  if cache_key not in _STEPPERS:
+    _STEPPERS[cache_key] = _Stepper(env_class(metadata["env"])(task=task, config=config))
   commands = tuple(commands or suite())
   session = onnx_policy(policy_path, batched=True)
-  episodes = play(session, env, config, commands, seeds, seed, pushes)
+  episodes = play(session, _STEPPERS[cache_key], config, commands, seeds, seed, pushes)
   card = summarize(episodes, commands)
   card["policy"] = str(policy_path)
   card["env"], card["task"] = metadata["env"], task
