@@ -338,7 +338,7 @@ def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
   run_dir = tmp_path / "twice"
   assert _wait_for(lambda: len(steps_of(run_dir)) >= 1, 600, proc), "training did not start"
   proc.send_signal(signal.SIGINT)
-  time.sleep(0.05)
+  time.sleep(trainer.DUPLICATE_SIGNAL_S + 0.2)  # a second keypress, not the same one delivered twice
   sent = time.monotonic()
   proc.send_signal(signal.SIGINT)
   _, stderr = proc.communicate(timeout=60)
@@ -346,5 +346,30 @@ def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
   assert time.monotonic() - sent < 5
   assert "second signal" in stderr
   assert not any(p.name.startswith(".tmp-") for p in run_dir.iterdir())
+  for step_dir in (p for p in run_dir.iterdir() if p.name.isdigit()):
+    assert run_dirs.is_complete(step_dir), step_dir
+
+
+def test_one_ctrl_c_under_uv_run_saves_and_stops(tmp_path):
+  """A terminal's Ctrl-C signals the whole foreground group: `uv run` and its child.
+
+  uv also forwards the SIGINT to the child, so the trainer receives it twice
+  within milliseconds; that must still be one Ctrl-C (save and stop), not two.
+  """
+  uv = shutil.which("uv")
+  if uv is None:
+    pytest.skip("uv is not on PATH")
+  command = [uv, "run", "--frozen", str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", "uv"]
+  command += ["--num_timesteps", "1000000", "--checkpoint_every", "1280", "--keep_last", "0"]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  proc = subprocess.Popen(
+    command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT, start_new_session=True
+  )
+  run_dir = tmp_path / "uv"
+  assert _wait_for(lambda: len(steps_of(run_dir)) >= 1, 600, proc), "training did not start"
+  os.killpg(proc.pid, signal.SIGINT)  # what the terminal does
+  _, stderr = proc.communicate(timeout=120)
+  assert proc.returncode == 0, stderr[-3000:]
+  assert "interrupted: saved checkpoint" in stderr and "second signal" not in stderr
   for step_dir in (p for p in run_dir.iterdir() if p.name.isdigit()):
     assert run_dirs.is_complete(step_dir), step_dir

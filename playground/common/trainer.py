@@ -50,6 +50,10 @@ logger = logging.getLogger("playground")
 
 #: Seconds a stop request may take (finish the step, save) before the process exits without saving.
 STOP_TIMEOUT_S = 30.0
+#: A second SIGINT this soon after the first is the same Ctrl-C delivered twice:
+#: the terminal signals the whole foreground process group, and `uv run`, in
+#: that group, forwards it to its child as well.
+DUPLICATE_SIGNAL_S = 0.5
 #: PPO keys read only by the Python loop, never traced (left out of the step cache key).
 LOOP_ONLY_PPO_KEYS = ("num_timesteps", "eval_every", "log_every", "checkpoint_every", "keep_last")
 
@@ -271,6 +275,8 @@ class Trainer:
   The loop runs in a worker thread; the main thread handles SIGINT/SIGTERM:
   the first asks the loop to stop after the current step and save, a second
   exits at once (removing a checkpoint being written, keeping complete ones).
+  A repeat within `DUPLICATE_SIGNAL_S` counts as the first: one Ctrl-C under
+  `uv run` arrives twice.
   """
 
   def __init__(self, runner: BaseRunner, session: Session, run_dir: Path, start_step: int):
@@ -359,6 +365,8 @@ class Trainer:
   def _on_signal(self, signum: int, frame: Any) -> None:
     del frame
     if self._stop.is_set():
+      if time.monotonic() - self._stop_requested_at < DUPLICATE_SIGNAL_S:
+        return  # the same Ctrl-C, forwarded by `uv run`
       logger.warning("second signal: exiting immediately without saving")
       self._exit_now(130)
     logger.warning(
