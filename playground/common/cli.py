@@ -85,7 +85,7 @@ def build_parser(runner_cls: type[BaseRunner]) -> argparse.ArgumentParser:
   )
   parser.add_argument("--checkpoint_every", type=int, help="env steps between checkpoints")
   parser.add_argument("--keep_last", type=int, help="checkpoints to keep (0 keeps all)")
-  parser.add_argument("--eval_every", type=int, help="env steps between evaluations")
+  parser.add_argument("--eval_every", type=int, help="env steps between evaluations (0: no evaluation)")
   parser.add_argument("--log_every", type=int, help="env steps between progress lines")
   parser.add_argument(
     "--compilation_cache_dir",

@@ -220,8 +220,9 @@ class BaseRunner(abc.ABC):
     for name in ("num_timesteps", "num_envs", "eval_every", "log_every", "checkpoint_every"):
       value = getattr(a, name)
       if value is not None:
-        if value <= 0:
-          raise ConfigError(f"--{name} must be positive, got {value}")
+        if value < 0 or (value == 0 and name != "eval_every"):
+          allowed = "positive, or 0 for no evaluation" if name == "eval_every" else "positive"
+          raise ConfigError(f"--{name} must be {allowed}, got {value}")
         ppo[name] = value
     if a.keep_last is not None:
       if a.keep_last < 0:

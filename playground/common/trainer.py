@@ -396,9 +396,10 @@ class Trainer:
     logger.info("training step %s in %.1f s", how, compile_time)
     self.progress(step, {"perf/compile_time_s": compile_time})
     next_log = _next_multiple(step, p.log_every)
-    next_eval = _next_multiple(step, p.eval_every)
+    evaluating = int(p.eval_every) > 0  # 0: no evaluation episodes (the scorecard still runs)
+    next_eval = _next_multiple(step, p.eval_every) if evaluating else None
     next_ckpt = _next_multiple(step, self.checkpoint_every)
-    if step == 0:
+    if step == 0 and evaluating:
       self.evaluate(ts, step)
     sps_timer = (time.monotonic(), step)
     pending: list[dict] = []
@@ -429,7 +430,7 @@ class Trainer:
         self.progress(step, merged)
         self.report_overflow(env_state)
         next_log = _next_multiple(step, p.log_every)
-      if step >= next_eval or step >= self.total:
+      if evaluating and (step >= next_eval or step >= self.total):
         self.evaluate(ts, step)
         next_eval = _next_multiple(step, p.eval_every)
         sps_timer = (time.monotonic(), step)
