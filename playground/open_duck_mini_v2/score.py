@@ -99,14 +99,18 @@ def look_around(duration: float = SCRIPT_DURATION_S, every: float = 2.0, seed: i
   """Standing still while the head jumps to a new random pose every `every` seconds.
 
   The poses are drawn uniformly from the joystick env's default head command
-  ranges (neck pitch -0.34..1.1, head pitch +-0.78, yaw +-1.5, roll +-0.5
-  rad), with a fixed seed, so every policy sees the same sequence. Swinging
+  ranges (`command_config`: neck pitch -0.34..1.1, head pitch +-0.78, yaw
+  +-1.5, roll +-0.5 rad), with a fixed seed, so every policy sees the same
+  sequence. Swinging
   the 4 head servos to their extremes shifts the duck's centre of mass: an
   untrained policy that holds the legs at home falls in about half the
   episodes even without pushes (see tests/test_learning.py).
   """
+  from playground.open_duck_mini_v2 import joystick
+
+  c = joystick.default_config().command_config
+  low, high = zip(c.neck_pitch, c.head_pitch, c.head_yaw, c.head_roll)
   rng = np.random.default_rng(seed)
-  low, high = (-0.34, -0.78, -1.5, -0.5), (1.1, 0.78, 1.5, 0.5)
   count = int(np.ceil(duration / every))
   schedule = tuple((every * i, 0.0, 0.0, 0.0, *np.round(rng.uniform(low, high), 2).tolist()) for i in range(count))
   return Command("look_around", schedule, duration)
