@@ -94,8 +94,9 @@ def export_checkpoint(
     step = 0
   metadata = export.policy_metadata(runner_cls, config["env"], config["task"], env_cfg, step, obs_key)
   out = Path(output) if output else step_dir / export.POLICY_FILE
+  feedforward = runner_cls.policy_feedforward(config["env"], config["task"], env_cfg)
   diff = export.export(
-    out, network, normalizer, policy_params, obs_key, compat["action_size"], ppo_cfg.activation, metadata
+    out, network, normalizer, policy_params, obs_key, compat["action_size"], ppo_cfg.activation, metadata, feedforward
   )
   return out, diff
 

@@ -50,3 +50,25 @@ def smoke_run(tmp_path_factory):
   result = subprocess.CompletedProcess(args=["smoke"], **done)
   assert result.returncode == 0, result.stderr[-3000:]
   return out / "smoke", result
+
+
+#: The longest tests (seconds in the last clean-clone run on 2 cores), run
+#: first so that pytest-xdist spreads them over both workers instead of one
+#: worker finishing a long test alone at the end.
+SLOW_FIRST = (
+  "test_two_processes_on_loopback_train_one_run",
+  "test_a_briefly_trained_policy_survives_head_motion_and_pushes_that_topple_the_untrained_one",
+  "test_two_devices_train_and_stay_replicated",
+  "test_training_with_a_converted_community_file_logs_imitation_components",
+  "test_training_runs_on_the_warp_backend",
+  "test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint",
+  "test_doctor_json_reports_backend_versions_and_throughput",
+  "test_cartpole_balance_reaches_a_learned_return",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+  """Moves the tests of `SLOW_FIRST` to the front, in that order."""
+  del config
+  rank = {name: i for i, name in enumerate(SLOW_FIRST)}
+  items.sort(key=lambda item: rank.get(item.originalname, len(rank)))

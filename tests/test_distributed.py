@@ -4,7 +4,6 @@ XLA_FLAGS=--xla_force_host_platform_device_count=2 gives one process two CPU
 devices; `jax.distributed` on loopback joins two processes into one run.
 """
 
-import os
 import shutil
 import socket
 import subprocess
@@ -14,6 +13,7 @@ import pytest
 from helpers import DUCK
 from helpers import REPO_ROOT
 from helpers import run_cli
+from helpers import subprocess_env
 
 from playground.common import checkpointing
 from playground.common import config
@@ -79,7 +79,7 @@ print("SHARDED", evals[1]["eval/episode_reward"])
 
 
 def _env(**extra):
-  return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", **extra)
+  return subprocess_env(**extra)
 
 
 def test_two_devices_train_and_stay_replicated(tmp_path):
@@ -148,6 +148,7 @@ def _free_port() -> int:
 
 @pytest.mark.timeout(1500)
 def test_two_processes_on_loopback_train_one_run(tmp_path):
+  """Two processes joined by jax.distributed train, checkpoint and resume one run."""
   port = _free_port()
   common = [
     sys.executable,
@@ -163,21 +164,26 @@ def test_two_processes_on_loopback_train_one_run(tmp_path):
     "--num_processes",
     "2",
   ]
-  procs = [
-    subprocess.Popen(
-      common + ["--process_id", str(i)],
-      stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE,
-      text=True,
-      env=_env(),
-      cwd=REPO_ROOT,
-    )
-    for i in range(2)
-  ]
-  outputs = [p.communicate(timeout=1400) for p in procs]
-  for p, (_, err) in zip(procs, outputs):
-    assert p.returncode == 0, err[-3000:]
-  assert "2 cpu device(s) in 2 process(es)" in outputs[0][1]
+
+  def run_both(*extra):
+    procs = [
+      subprocess.Popen(
+        common + ["--process_id", str(i), *extra],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        cwd=REPO_ROOT,
+      )
+      for i in range(2)
+    ]
+    outputs = [p.communicate(timeout=1000) for p in procs]
+    for p, (_, err) in zip(procs, outputs):
+      assert p.returncode == 0, err[-3000:]
+    return [err for _, err in outputs]
+
+  errs = run_both()
+  assert "2 cpu device(s) in 2 process(es)" in errs[0]
   run_dir = tmp_path / "multi"
   steps = [int(p.name) for p in checkpointing.list_checkpoints(run_dir)]
   assert steps == [2560]
@@ -185,19 +191,6 @@ def test_two_processes_on_loopback_train_one_run(tmp_path):
   assert "eval/episode_reward" in read_scalars(run_dir)
   assert (run_dir / "000000002560" / "policy.onnx").is_file()
   # Both processes resume from the same checkpoint.
-  resumed = [
-    subprocess.Popen(
-      common + ["--process_id", str(i), "--resume", "--num_timesteps", "3840"],
-      stdout=subprocess.PIPE,
-      stderr=subprocess.PIPE,
-      text=True,
-      env=_env(),
-      cwd=REPO_ROOT,
-    )
-    for i in range(2)
-  ]
-  outputs = [p.communicate(timeout=1400) for p in resumed]
-  for p, (_, err) in zip(resumed, outputs):
-    assert p.returncode == 0, err[-3000:]
+  for err in run_both("--resume", "--num_timesteps", "3840"):
     assert "start at 2,560" in err
   assert [int(p.name) for p in checkpointing.list_checkpoints(run_dir)][-1] == 3840

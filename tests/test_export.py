@@ -128,3 +128,50 @@ def test_unknown_parameter_layouts_are_rejected():
     onnx_export.build_model(mean, std, params, 5, "swish")
   with pytest.raises(onnx_export.ExportError, match="unsupported activation"):
     onnx_export.build_model(mean, std, params, 3, "gelu")
+
+
+def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path):
+  """A residual policy's ONNX adds the env's feed-forward, read from the observation's command and phase."""
+  from playground.open_duck_mini_v2 import joystick
+  from playground.open_duck_mini_v2 import observations as obs_lib
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+
+  config = joystick.default_config()
+  config.reference.feedforward = True
+  ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", config)
+  assert ff is not None and OpenDuckMiniV2Runner.policy_feedforward("standing", "flat_terrain", config) is None
+  size, actions = obs_lib.STATE_LAYOUT.size, obs_lib.NUM_ACTIONS
+  cfg = config_dict.ConfigDict(dict(policy_hidden_layer_sizes=(16,), value_hidden_layer_sizes=(8,), activation="swish"))
+  cfg.policy_obs_key, cfg.value_obs_key = "state", "state"
+  network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
+    {"state": (size,)}, actions, preprocess_observations_fn=running_statistics.normalize
+  )
+  params = network.policy_network.init(jax.random.PRNGKey(1))
+  ones = {"state": np.ones(size, np.float32)}
+  normalizer = running_statistics.RunningStatisticsState(
+    count=np.ones(()), mean={"state": np.zeros(size, np.float32)}, summed_variance=ones, std=ones
+  )
+  path = tmp_path / "ff.onnx"
+  export.export(path, network, normalizer, params, "state", actions, "swish", {}, ff)
+
+  # Observations with commands across (and beyond) the grid, zero commands,
+  # and phases on the unit circle including the quadrant boundaries.
+  rng = np.random.default_rng(0)
+  n = 400
+  obs = rng.normal(size=(n, size)).astype(np.float32)
+  commands = rng.uniform([-0.2, -0.25, -1.2], [0.2, 0.25, 1.2], size=(n, 3)).astype(np.float32)
+  commands[:40] = 0.0
+  phases = rng.uniform(0, 2 * np.pi, n).astype(np.float32)
+  phases[40:48] = np.array([0, 0.5, 1, 1.5, 2, 1.25, 0.75, 1.999], np.float32) * np.pi
+  cmd, ph = ff.command_index, ff.phase_index
+  obs[:, cmd : cmd + 3] = commands
+  obs[:, ph], obs[:, ph + 1] = np.cos(phases), np.sin(phases)
+  network_only = export.jax_policy_fn(network, normalizer, params, "state")(obs)
+  offsets = np.asarray(jax.vmap(ff.jax_fn())(commands, phases))
+  got = onnx_export.run_onnx(path, obs)
+  np.testing.assert_allclose(got, network_only + offsets, atol=2e-5)
+  assert np.all(offsets[:40] == 0.0)  # standing commands: the network alone
+  assert np.abs(offsets[40:]).max() > 0.5  # the gait is in the output (about +-1.4 action units)
+  assert np.abs(offsets[40:, list(joystick.IMITATED_JOINTS)]).max() > 0.5
+  head = [i for i in range(actions) if i not in joystick.IMITATED_JOINTS]
+  assert np.all(offsets[:, head] == 0.0)

@@ -27,7 +27,8 @@ SEEDS = 24
 def test_a_briefly_trained_policy_survives_head_motion_and_pushes_that_topple_the_untrained_one(tmp_path):
   result = run_cli(
     "--env", "standing", "--preset", "quick", "--num_timesteps", STEPS, "--output_dir", tmp_path,
-    "--exp_name", "learn", "--eval_every", 0, "--checkpoint_every", STEPS, "--score", "off", timeout=1500,
+    "--exp_name", "learn", "--eval_every", 0, "--checkpoint_every", STEPS, "--score", "off",
+    timeout=1500, fast_compile=False,
   )  # fmt: skip
   assert result.returncode == 0, result.stderr[-3000:]
   run_dir = tmp_path / "learn"

@@ -1,13 +1,19 @@
 """The generated reference gait, the table format, and community-file import."""
 
+import json
 import pickle
 
 import jax
 import jax.numpy as jp
 import numpy as np
+import onnx
+import onnxruntime as ort
 import pytest
 from helpers import run_cli
+from ml_collections.config_dict import ConfigDict
 
+from playground.common import checkpointing
+from playground.common import onnx_export
 from playground.common import reference as ref_lib
 from playground.common.config import ConfigError
 from playground.common.tensorboard_reader import read_scalars
@@ -15,6 +21,7 @@ from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import joystick
 from playground.open_duck_mini_v2 import reference_motion as rm
 from playground.open_duck_mini_v2 import references
+from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
 SL = references.FRAME_LAYOUT.slices
 
@@ -231,8 +238,55 @@ def test_training_with_a_converted_community_file_logs_imitation_components(tmp_
   refused = run_cli(*common, "--exp_name", "refused", "--reference", path, timeout=300)
   assert refused.returncode == 2 and "--allow_pickle" in refused.stderr
   assert not (tmp_path / "refused").exists()
-  result = run_cli(*common, "--exp_name", "imitation", "--reference", path, "--allow_pickle")
+  # With the feed-forward on (the cpu and full presets' setting), as a user would train it.
+  result = run_cli(
+    *common, "--exp_name", "imitation", "--reference", path, "--allow_pickle", "--set", "reference.feedforward=true"
+  )
   assert result.returncode == 0, result.stderr[-3000:]
   scalars = read_scalars(tmp_path / "imitation")
   for component in ("joint_pos", "joint_vel", "foot_contacts", "base_linvel", "base_angvel"):
     assert f"episode/reward/imitation_{component}" in scalars
+  # The exported policy adds the community gait: its output minus the
+  # network's (the graph's "residual") is the run's feed-forward.
+  policy = checkpointing.resolve(tmp_path / "imitation") / "policy.onnx"
+  meta = onnx_export.read_metadata(policy)
+  assert meta["feedforward"].startswith("the output includes the reference gait")
+  model = onnx.load(str(policy))
+  model.graph.output.append(onnx.helper.make_tensor_value_info("residual", onnx.TensorProto.FLOAT, None))
+  session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+  env_config = ConfigDict(json.loads((tmp_path / "imitation" / "config.json").read_text())["env_config"])
+  ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", env_config)
+  assert ff is not None and ff.offsets.shape[:3] == (3, 2, 2)  # the community grid
+  obs = np.zeros((1, meta["observation_size"]), np.float32)
+  obs[0, ff.command_index] = 0.15
+  obs[0, ff.phase_index] = 1.0  # phase 0
+  out, residual = session.run(["continuous_actions", "residual"], {"obs": obs})
+  expected = np.asarray(ff.jax_fn()(obs[0, ff.command_index : ff.command_index + 3], 0.0))
+  np.testing.assert_allclose(out - residual, expected[None], atol=1e-5)
+  assert np.abs(expected).max() > 0.3
+
+
+def test_feedforward_env_applies_residual_plus_the_gait_it_observes():
+  """With reference.feedforward the env applies (and remembers) residual + gait, as the ONNX outputs it."""
+  config = joystick.default_config()
+  config.reference.feedforward = True
+  config.reward_config.scales.imitation = 0.0  # the feed-forward alone loads the reference
+  env = joystick.Joystick(config=config)
+  ff = env.feedforward
+  assert ff is not None and joystick.Joystick(config=joystick.default_config()).feedforward is None
+  gait, from_obs = ff.jax_fn(), jax.jit(ff.from_obs_fn())
+  step = jax.jit(env.step)
+  state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+  residual = jp.full(env.action_size, 0.1)
+  for command in (jp.array([0.1, 0.0, 0.3, 0, 0, 0, 0]), jp.zeros(7)):
+    state = state.replace(info={**state.info, "command": command})
+    state = state.replace(info={**state.info, "phase": jp.asarray(1.3)})
+    expected = residual + gait(command, state.info["phase"])
+    after = step(state, residual)
+    np.testing.assert_allclose(after.info["last_actions"][0], expected, atol=1e-6)
+    moving = bool(jp.linalg.norm(command[:3]) > 0.01)
+    assert (float(jp.abs(expected - residual).max()) > 0.3) == moving  # the gait only while moving
+    # The observation carries the command and phase the next feed-forward uses.
+    np.testing.assert_allclose(
+      from_obs(after.obs["state"][None])[0], gait(after.info["command"], after.info["phase"]), atol=1e-4
+    )

@@ -21,6 +21,7 @@ from helpers import DUCK
 from helpers import REPO_ROOT
 from helpers import assert_trees_equal
 from helpers import run_cli
+from helpers import subprocess_env
 
 from playground.common import checkpointing
 from playground.common import run_dirs
@@ -189,7 +190,7 @@ def test_restore_modes_load_what_they_claim(smoke_run):
 
 
 def _start(tmp_path, name, *args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  env = subprocess_env()
   return subprocess.Popen(
     [sys.executable, str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", name, *map(str, args)],
     stdout=subprocess.PIPE,
@@ -361,7 +362,7 @@ def test_one_ctrl_c_under_uv_run_saves_and_stops(tmp_path):
     pytest.skip("uv is not on PATH")
   command = [uv, "run", "--frozen", str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", "uv"]
   command += ["--num_timesteps", "1000000", "--checkpoint_every", "1280", "--keep_last", "0"]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  env = subprocess_env()
   proc = subprocess.Popen(
     command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT, start_new_session=True
   )

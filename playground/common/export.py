@@ -50,16 +50,27 @@ def export(
   action_size: int,
   activation: str,
   metadata: Mapping[str, Any],
+  feedforward: Any = None,
 ) -> float:
   """Writes the ONNX policy to `path` after the parity check; returns max |diff|.
+
+  With `feedforward` (a `reference.Feedforward`), the file outputs the
+  network's action plus the feed-forward, checked against the same sum in JAX.
 
   Raises:
     onnx_export.ExportError: unknown layout or parity failure (nothing written).
   """
   mean = normalizer.mean[obs_key] if obs_key else normalizer.mean
   std = normalizer.std[obs_key] if obs_key else normalizer.std
-  model = onnx_export.build_model(np.asarray(mean), np.asarray(std), policy_params, action_size, activation, metadata)
-  diff = onnx_export.verify_parity(model, jax_policy_fn(network, normalizer, policy_params, obs_key), mean, std)
+  model = onnx_export.build_model(
+    np.asarray(mean), np.asarray(std), policy_params, action_size, activation, metadata, feedforward
+  )
+  policy = jax_policy_fn(network, normalizer, policy_params, obs_key)
+  if feedforward is not None:
+    offsets = jax.jit(feedforward.from_obs_fn())
+    network_policy = policy
+    policy = lambda obs: network_policy(obs) + np.asarray(offsets(obs))  # noqa: E731
+  diff = onnx_export.verify_parity(model, policy, mean, std)
   path = Path(path)
   tmp = path.with_name(f".{path.name}.tmp")
   tmp.write_bytes(model.SerializeToString())

@@ -6,6 +6,13 @@ The graph computes exactly what the JAX deterministic policy computes:
     h = LN(act(x @ W0 + b0)) ...                Brax MLP (LayerNorm when enabled)
     out = h @ Wn + bn                           (loc, raw_scale)
     continuous_actions = tanh(out[:, :A])       mode of the tanh-normal policy
+                         (+ feed-forward)      a reference gait, when trained as a residual
+
+The optional feed-forward (`reference.Feedforward`) reads the command and
+the gait phase from `obs` and adds the reference's action offsets, weighted
+by hat functions over the command grid and the phase knots (the same
+trilinear / linear interpolation as the env), so the runtime contract does
+not change.
 
 Contract with the robot runtime: one input `obs` (float32, shape
 (batch, obs_size), batch usually 1), one output `continuous_actions`
@@ -94,6 +101,94 @@ def _activation(nodes: list, name: str, x: str, out: str) -> None:
     raise ExportError(f"unsupported activation '{name}' (swish, relu, elu, tanh)")
 
 
+def _feedforward(nodes: list, inits: list, ff: Any, action_size: int) -> str:
+  """Adds the nodes of `ff(obs)` ([batch, action_size]); returns the output name.
+
+  Hat weights relu(1 - |u - i|) over each command axis (u: the clamped grid
+  coordinate) and over the phase knots 0..n (knot n repeats knot 0) are
+  multiplied into one weight per table entry, then a MatMul with the table.
+  """
+  offsets = np.asarray(ff.offsets, np.float32)
+  if offsets.ndim != 5 or offsets.shape[-1] != action_size:
+    raise ExportError(f"feed-forward offsets have shape {offsets.shape}, expected [vx, vy, yaw, phase, {action_size}]")
+  sizes = offsets.shape[:3]
+  n_phase = offsets.shape[3]
+  table = np.concatenate([offsets, offsets[:, :, :, :1]], axis=3).reshape(-1, action_size)
+  lows = np.array([a[0] for a in ff.axes], np.float32)
+  steps = np.array([(a[1] - a[0]) if len(a) > 1 else 1.0 for a in ff.axes], np.float32)
+  const = lambda name, value, dtype=np.float32: inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))  # noqa: E731
+  node = lambda op, inputs, output, **kw: nodes.append(helper.make_node(op, inputs, [output], **kw))  # noqa: E731
+  ci, pi = int(ff.command_index), int(ff.phase_index)
+  for name, start in (("ff_cmd", ci), ("ff_cos", pi), ("ff_sin", pi + 1)):
+    const(f"{name}_start", [start], np.int64)
+    const(f"{name}_end", [start + (3 if name == "ff_cmd" else 1)], np.int64)
+    const(f"{name}_axis", [1], np.int64)
+    node("Slice", [INPUT_NAME, f"{name}_start", f"{name}_end", f"{name}_axis"], name)
+  # Gate: the command norm above the threshold.
+  node("ReduceSumSquare", ["ff_cmd"], "ff_cmd_sq", axes=[1], keepdims=1)
+  const("ff_gate_sq", [float(ff.gate_threshold) ** 2])
+  node("Greater", ["ff_cmd_sq", "ff_gate_sq"], "ff_moving")
+  node("Cast", ["ff_moving"], "ff_gate", to=TensorProto.FLOAT)
+  # Grid coordinates of the command, clamped to the grid.
+  const("ff_lows", lows)
+  const("ff_steps", steps)
+  const("ff_zero", [0.0])
+  const("ff_upper", np.array(sizes, np.float32) - 1)
+  const("ff_one", [1.0])
+  node("Sub", ["ff_cmd", "ff_lows"], "ff_u0")
+  node("Div", ["ff_u0", "ff_steps"], "ff_u1")
+  node("Max", ["ff_u1", "ff_zero"], "ff_u2")
+  node("Min", ["ff_u2", "ff_upper"], "ff_u")
+
+  def hats(coord: str, knots: int, name: str) -> str:
+    const(f"{name}_knots", np.arange(knots, dtype=np.float32))
+    node("Sub", [coord, f"{name}_knots"], f"{name}_d")
+    node("Abs", [f"{name}_d"], f"{name}_ad")
+    node("Sub", ["ff_one", f"{name}_ad"], f"{name}_h")
+    node("Relu", [f"{name}_h"], name)
+    return name
+
+  weights = []
+  for axis, size in enumerate(sizes):
+    const(f"ff_ax{axis}_start", [axis], np.int64)
+    const(f"ff_ax{axis}_end", [axis + 1], np.int64)
+    node("Slice", ["ff_u", f"ff_ax{axis}_start", f"ff_ax{axis}_end", "ff_cmd_axis"], f"ff_u_{axis}")
+    weights.append(hats(f"ff_u_{axis}", size, f"ff_w{axis}"))
+  # Phase in [0, 1) from (cos, sin): atan2 by Atan and the quadrant.
+  node("Div", ["ff_sin", "ff_cos"], "ff_tan")
+  node("Atan", ["ff_tan"], "ff_atan")
+  node("Less", ["ff_cos", "ff_zero"], "ff_left")
+  node("Cast", ["ff_left"], "ff_leftf", to=TensorProto.FLOAT)
+  node("GreaterOrEqual", ["ff_sin", "ff_zero"], "ff_upper_half")
+  const("ff_pi", [np.pi])
+  const("ff_minus_pi", [-np.pi])
+  node("Where", ["ff_upper_half", "ff_pi", "ff_minus_pi"], "ff_turn")
+  node("Mul", ["ff_leftf", "ff_turn"], "ff_correction")
+  node("Add", ["ff_atan", "ff_correction"], "ff_angle")
+  const("ff_inv_two_pi", [1.0 / (2.0 * np.pi)])
+  node("Mul", ["ff_angle", "ff_inv_two_pi"], "ff_turns")
+  node("Floor", ["ff_turns"], "ff_turns_floor")
+  node("Sub", ["ff_turns", "ff_turns_floor"], "ff_phase01")
+  const("ff_n_phase", [float(n_phase)])
+  node("Mul", ["ff_phase01", "ff_n_phase"], "ff_p")
+  weights.append(hats("ff_p", n_phase + 1, "ff_wp"))
+  # Outer product of the four weight vectors, flattened in table order.
+  for i, w in enumerate(weights):
+    # w0: [B, nx, 1, 1, 1], w1: [B, 1, ny, 1, 1] ...: unsqueeze the other axes.
+    other = [a for a in range(1, 5) if a != i + 1]
+    const(f"ff_unsq{i}", other, np.int64)
+    node("Unsqueeze", [w, f"ff_unsq{i}"], f"{w}_x")
+  node("Mul", ["ff_w0_x", "ff_w1_x"], "ff_o01")
+  node("Mul", ["ff_o01", "ff_w2_x"], "ff_o012")
+  node("Mul", ["ff_o012", "ff_wp_x"], "ff_outer")
+  const("ff_flat_shape", [0, -1], np.int64)
+  node("Reshape", ["ff_outer", "ff_flat_shape"], "ff_weights")
+  const("ff_table", table)
+  node("MatMul", ["ff_weights", "ff_table"], "ff_raw")
+  node("Mul", ["ff_raw", "ff_gate"], "ff_out")
+  return "ff_out"
+
+
 def build_model(
   mean: np.ndarray,
   std: np.ndarray,
@@ -101,6 +196,7 @@ def build_model(
   action_size: int,
   activation: str,
   metadata: Mapping[str, Any] | None = None,
+  feedforward: Any = None,
 ) -> onnx.ModelProto:
   """The ONNX model of a deterministic Brax tanh-normal MLP policy.
 
@@ -110,6 +206,7 @@ def build_model(
     action_size: number of actions (the last layer has 2x as many outputs).
     activation: hidden activation name.
     metadata: key -> value written as metadata properties (JSON for non-str).
+    feedforward: a `reference.Feedforward` added to the actions, or None.
   """
   layers = _mlp_layers(policy_params)
   obs_size = layers[0]["kernel"].shape[0]
@@ -152,7 +249,12 @@ def build_model(
     numpy_helper.from_array(np.array([1], np.int64), "slice_axis"),
   ]
   nodes.append(helper.make_node("Slice", [x, "slice_start", "slice_end", "slice_axis"], ["loc"]))
-  nodes.append(helper.make_node("Tanh", ["loc"], [OUTPUT_NAME]))
+  if feedforward is None:
+    nodes.append(helper.make_node("Tanh", ["loc"], [OUTPUT_NAME]))
+  else:
+    nodes.append(helper.make_node("Tanh", ["loc"], ["residual"]))
+    ff = _feedforward(nodes, inits, feedforward, action_size)
+    nodes.append(helper.make_node("Add", ["residual", ff], [OUTPUT_NAME]))
   graph = helper.make_graph(
     nodes,
     "duck_playground_policy",

@@ -159,33 +159,95 @@ class ReferenceTable:
 
     Trilinear in the command (clamped to the grid) and linear in the phase.
     """
+    return interpolate_fn(self.axes, self.frames)
+
+
+def interpolate_fn(axes: Sequence[np.ndarray], frames: np.ndarray) -> Callable[[Any, Any], Any]:
+  """`fn(command[3], phase) -> frames[..., :]` interpolated, in JAX.
+
+  `frames` is [n_vx, n_vy, n_yaw, n_phase, size] over the regular grid `axes`:
+  trilinear in the command (clamped to the grid), linear in the phase (in
+  [0, 1), periodic).
+  """
+  import jax.numpy as jp
+
+  frames = jp.asarray(frames)
+  lows = jp.asarray([a[0] for a in axes], dtype=jp.float32)
+  steps = jp.asarray([(a[1] - a[0]) if len(a) > 1 else 1.0 for a in axes], dtype=jp.float32)
+  sizes = np.array([len(a) for a in axes])
+  n_phase = frames.shape[3]
+
+  def lookup(command, phase):
+    u = (jp.asarray(command[:3], jp.float32) - lows) / steps
+    u = jp.clip(u, 0.0, jp.asarray(sizes - 1, jp.float32))
+    i0 = jp.minimum(jp.floor(u).astype(jp.int32), jp.asarray(np.maximum(sizes - 2, 0)))
+    w = u - i0
+    p = jp.mod(phase, 1.0) * n_phase
+    k0 = jp.floor(p).astype(jp.int32) % n_phase
+    k1 = (k0 + 1) % n_phase
+    wp = p - jp.floor(p)
+    out = 0.0
+    for dx in (0, 1):
+      for dy in (0, 1):
+        for dz in (0, 1):
+          ix = jp.minimum(i0[0] + dx, sizes[0] - 1)
+          iy = jp.minimum(i0[1] + dy, sizes[1] - 1)
+          iz = jp.minimum(i0[2] + dz, sizes[2] - 1)
+          weight = (w[0] if dx else 1 - w[0]) * (w[1] if dy else 1 - w[1]) * (w[2] if dz else 1 - w[2])
+          frame = (1 - wp) * frames[ix, iy, iz, k0] + wp * frames[ix, iy, iz, k1]
+          out = out + weight * frame
+    return out
+
+  return lookup
+
+
+@dataclasses.dataclass(frozen=True)
+class Feedforward:
+  """A reference gait added to the policy's action (the policy learns a residual).
+
+  `action = policy(obs) + gate * offsets(command, phase)`, where `offsets` is
+  interpolated as `interpolate_fn` does, `command` (vx, vy, yaw rate) and the
+  phase (from its cos, sin) are read from the observation, and `gate` is 1
+  while `|command| > gate_threshold`, else 0 (standing is the policy's job).
+  The env adds it in `step`; the exported ONNX adds the same, so a robot
+  runtime that sends `home + action_scale * output` is unchanged.
+
+  Attributes:
+    axes: grid of (vx, vy, yaw rate), as in `ReferenceTable`.
+    offsets: [n_vx, n_vy, n_yaw, n_phase, action_size], in action units.
+    command_index: observation index of vx (vy, yaw rate follow).
+    phase_index: observation index of cos(phase) (sin follows).
+    gate_threshold: command norm below which nothing is added.
+  """
+
+  axes: tuple[np.ndarray, np.ndarray, np.ndarray]
+  offsets: np.ndarray
+  command_index: int
+  phase_index: int
+  gate_threshold: float = 0.01
+
+  def jax_fn(self) -> Callable[[Any, Any], Any]:
+    """`fn(command, phase_radians) -> action offset` in JAX (one env)."""
     import jax.numpy as jp
 
-    frames = jp.asarray(self.frames)
-    lows = jp.asarray([a[0] for a in self.axes], dtype=jp.float32)
-    steps = jp.asarray([(a[1] - a[0]) if len(a) > 1 else 1.0 for a in self.axes], dtype=jp.float32)
-    sizes = np.array([len(a) for a in self.axes])
-    n_phase = self.num_phases
+    lookup = interpolate_fn(self.axes, self.offsets)
 
-    def lookup(command, phase):
-      u = (jp.asarray(command[:3], jp.float32) - lows) / steps
-      u = jp.clip(u, 0.0, jp.asarray(sizes - 1, jp.float32))
-      i0 = jp.minimum(jp.floor(u).astype(jp.int32), jp.asarray(np.maximum(sizes - 2, 0)))
-      w = u - i0
-      p = jp.mod(phase, 1.0) * n_phase
-      k0 = jp.floor(p).astype(jp.int32) % n_phase
-      k1 = (k0 + 1) % n_phase
-      wp = p - jp.floor(p)
-      out = 0.0
-      for dx in (0, 1):
-        for dy in (0, 1):
-          for dz in (0, 1):
-            ix = jp.minimum(i0[0] + dx, sizes[0] - 1)
-            iy = jp.minimum(i0[1] + dy, sizes[1] - 1)
-            iz = jp.minimum(i0[2] + dz, sizes[2] - 1)
-            weight = (w[0] if dx else 1 - w[0]) * (w[1] if dy else 1 - w[1]) * (w[2] if dz else 1 - w[2])
-            frame = (1 - wp) * frames[ix, iy, iz, k0] + wp * frames[ix, iy, iz, k1]
-            out = out + weight * frame
-      return out
+    def fn(command, phase):
+      gate = (jp.linalg.norm(command[:3]) > self.gate_threshold).astype(jp.float32)
+      return gate * lookup(command[:3], phase / (2 * jp.pi))
 
-    return lookup
+    return fn
+
+  def from_obs_fn(self) -> Callable[[Any], Any]:
+    """`fn(obs[batch, obs_size]) -> offsets[batch, action_size]` in JAX, reading command and phase."""
+    import jax
+    import jax.numpy as jp
+
+    one = self.jax_fn()
+
+    def fn(obs):
+      command = obs[:, self.command_index : self.command_index + 3]
+      phase = jp.arctan2(obs[:, self.phase_index + 1], obs[:, self.phase_index])
+      return jax.vmap(one)(command, phase)
+
+    return fn

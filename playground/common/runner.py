@@ -170,6 +170,13 @@ class BaseRunner(abc.ABC):
     del env_name, task, env_config
     return {}
 
+  @classmethod
+  def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """The `reference.Feedforward` the env adds to the policy's action (the exported
+    policy adds it too), or None (the default: the network's action is the action)."""
+    del env_name, task, env_config
+    return None
+
   def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
     """Scores a just-written checkpoint; returns scalars for TensorBoard (none by default).
 

@@ -529,6 +529,7 @@ class Trainer:
       ppo.venv.action_size,
       ppo.config.activation,
       metadata,
+      type(self.runner).policy_feedforward(s.env_name, s.task, s.cfg.env_config),
     )
 
 

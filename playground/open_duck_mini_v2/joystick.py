@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jp
+import numpy as np
 from ml_collections import config_dict
+from mujoco_playground import State
 
 from playground.common import config as config_lib
 from playground.common import reference as ref_lib
@@ -77,6 +79,11 @@ def default_config() -> config_dict.ConfigDict:
     dict(
       path="",  # .npz reference table; empty: the built-in generated gait
       clamp=False,  # True: commands outside the reference grid use its edge
+      # True: the policy's action is a residual around the reference gait. The
+      # env adds (reference leg pose - home) / action_scale at the command and
+      # phase of the observation while the command is non-zero, and the
+      # exported ONNX adds the same (`Joystick.feedforward`).
+      feedforward=False,
     )
   )
   return config
@@ -88,13 +95,15 @@ class Joystick(base.OpenDuckMiniV2Env):
   With `reward_config.scales.imitation > 0` it also rewards following a
   reference gait (the built-in generated one, or `reference.path`) at the
   gait phase of the observation, which then advances at the reference's
-  frequency.
+  frequency. With `reference.feedforward` the policy's action is a residual
+  around that gait (see `feedforward`).
   """
 
   def __init__(self, task="flat_terrain", config=None):
     super().__init__(task, config)
     self._reference = None
-    if self._config.reward_config.scales.imitation != 0.0:
+    self._feedforward = None
+    if uses_reference(self._config):
       self._reference = load_reference(self._config.reference.path)
       c = self._config.command_config
       uncovered = self._reference.uncovered({"vx": c.lin_vel_x, "vy": c.lin_vel_y, "yaw_rate": c.ang_vel_yaw})
@@ -103,6 +112,9 @@ class Joystick(base.OpenDuckMiniV2Env):
           f"the reference does not cover the commands: {uncovered}; narrow command_config or set reference.clamp=true"
         )
       self._lookup = self._reference.lookup_fn()
+      if self._config.reference.feedforward:
+        self._feedforward = make_feedforward(self._reference, self._ids.home_ctrl, self._config.action_scale)
+        self._feedforward_fn = self._feedforward.jax_fn()
 
   @classmethod
   def default_config(cls) -> config_dict.ConfigDict:
@@ -113,6 +125,22 @@ class Joystick(base.OpenDuckMiniV2Env):
     return self._reference
 
   @property
+  def feedforward(self) -> ref_lib.Feedforward | None:
+    """The reference gait added to the policy's action, or None (`reference.feedforward`)."""
+    return self._feedforward
+
+  def step(self, state: State, action: jax.Array) -> State:
+    """One control step; with a feed-forward, `action` is the policy's residual around the gait.
+
+    The action that the robot runtime would receive (residual + feed-forward
+    at the observation's command and phase) is what the env applies, keeps
+    in its action history and observes, as on the robot.
+    """
+    if self._feedforward is not None:
+      action = action + self._feedforward_fn(state.info["command"], state.info["phase"])
+    return super().step(state, action)
+
+  @property
   def gait_frequency(self) -> float:
     if self._reference is not None:
       return self._reference.frequency
@@ -121,7 +149,7 @@ class Joystick(base.OpenDuckMiniV2Env):
   @classmethod
   def gait_frequency_of(cls, config: config_dict.ConfigDict) -> float:
     """Hz at which an env built from `config` advances its phase (without building it)."""
-    if config.reward_config.scales.imitation != 0.0:
+    if uses_reference(config):
       return load_reference(config.reference.path).frequency
     return float(config.gait_frequency)
 
@@ -191,6 +219,25 @@ class Joystick(base.OpenDuckMiniV2Env):
     if unknown:
       raise ValueError(f"reward_config.scales has unknown terms {sorted(unknown)}")
     return {name: terms[name]() for name in active}
+
+
+def uses_reference(config: config_dict.ConfigDict) -> bool:
+  """Whether an env built from `config` loads the reference gait (imitation or feed-forward)."""
+  return config.reward_config.scales.imitation != 0.0 or bool(config.reference.get("feedforward", False))
+
+
+def make_feedforward(reference: ref_lib.ReferenceTable, home: np.ndarray, action_scale: float) -> ref_lib.Feedforward:
+  """The reference's leg poses as action offsets: (pose - home) / action_scale; 0 for the head."""
+  frames = FRAME_LAYOUT.split(reference.frames)
+  legs = np.zeros(len(home), bool)
+  legs[list(IMITATED_JOINTS)] = True
+  offsets = np.where(legs, (frames["joint_pos"] - np.asarray(home)) / action_scale, 0.0).astype(np.float32)
+  return ref_lib.Feedforward(
+    axes=reference.axes,
+    offsets=offsets,
+    command_index=obs_lib.STATE_LAYOUT.slices["command"].start,
+    phase_index=obs_lib.STATE_LAYOUT.slices["phase"].start,
+  )
 
 
 def load_reference(path: str) -> ref_lib.ReferenceTable:

@@ -229,7 +229,24 @@ class OpenDuckMiniV2Runner(BaseRunner):
       "gait_frequency_hz": frequency,
       "gait_period_steps": round(phase_steps, 6),
       "motor_targets": "home_pose + action_scale * action (+ head command); the servos limit speed and range",
+      "feedforward": (
+        "the output includes the reference gait at the observed command and phase (the network learned a residual)"
+        if cls.policy_feedforward(env_name, task, env_config) is not None
+        else "none"
+      ),
     }
+
+  @classmethod
+  def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """The joystick env's reference feed-forward when `reference.feedforward` is on."""
+    from playground.open_duck_mini_v2 import base
+    from playground.open_duck_mini_v2 import joystick
+
+    if env_name != "joystick" or not env_config.reference.get("feedforward", False):
+      return None
+    ids = base.RobotIndices.from_model(base.load_model(task))
+    reference = joystick.load_reference(env_config.reference.path)
+    return joystick.make_feedforward(reference, ids.home_ctrl, float(env_config.action_scale))
 
   def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
     """Plays the checkpoint's policy on the scorecard suite; writes score.json/png next to it."""
@@ -247,9 +264,13 @@ class OpenDuckMiniV2Runner(BaseRunner):
     return score.tensorboard_scalars(card)
 
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
-    del env_name
     if preset == "smoke":
       return {"episode_length": 100}
+    if env_name == "joystick":
+      # The policy learns a residual around the reference gait: the first
+      # setting under which PPO learned to walk here (BENCHMARKS.md, "Time to
+      # walk": run ffA). --set reference.feedforward=false turns it off.
+      return {"reference.feedforward": True}
     return {}
 
 
