@@ -290,3 +290,20 @@ def test_feedforward_env_applies_residual_plus_the_gait_it_observes():
     np.testing.assert_allclose(
       from_obs(after.obs["state"][None])[0], gait(after.info["command"], after.info["phase"]), atol=1e-4
     )
+
+
+def test_stride_gain_lengthens_the_steps_not_the_commanded_velocity(ik):
+  config = rm.default_config()
+  longer = rm.default_config()
+  longer.stride_gain = 1.5
+  base = rm.generate_cycle(ik, (0.1, 0.0, 0.0), config)
+  long = rm.generate_cycle(ik, (0.1, 0.0, 0.0), longer)
+  legs = [consts.ACTUATOR_NAMES.index(n) for n in consts.LEG_JOINT_NAMES]
+  swing = lambda frames: np.ptp(frames[:, SL["joint_pos"]][:, legs], axis=0).sum()  # noqa: E731
+  standing_swing = swing(rm.generate_cycle(ik, (0.0, 0.0, 0.0), config))
+  ratio = (swing(long) - standing_swing) / (swing(base) - standing_swing)
+  assert 1.3 < ratio < 2.0, ratio  # the stride part of the joint motion grows (1.66x measured)
+  np.testing.assert_array_equal(long[:, SL["base_linvel"]], base[:, SL["base_linvel"]])
+  np.testing.assert_allclose(  # nothing changes at a zero command
+    rm.generate_cycle(ik, (0.0, 0.0, 0.0), longer), rm.generate_cycle(ik, (0.0, 0.0, 0.0), config), atol=1e-9
+  )

@@ -192,6 +192,10 @@ def score_config(metadata: dict[str, Any], env_config: dict[str, Any] | None, cl
   config.gait_frequency = float(metadata.get("gait_frequency_hz", config.gait_frequency))
   if "imitation" in config.reward_config.scales:
     config.reward_config.scales.imitation = 0.0
+  if "reference" in config:
+    # A residual policy's ONNX adds the reference gait itself; playback feeds
+    # its output to `apply_action` as the runtime does (never `step`).
+    config.reference.feedforward = False
   config.push_config.enable = False
   if clean:
     config.noise_config.level = 0.0
