@@ -17,6 +17,8 @@ PLAYBACK = REPO_ROOT / "playground" / "open_duck_mini_v2" / "mujoco_infer.py"
 #: slower code. Test runs are short and compile-bound; a test that trains
 #: for long (test_learning) passes fast_compile=False.
 FAST_COMPILE_XLA_FLAGS = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_passes=true"
+#: The same, for one `jax.jit` in the test process (`jax.jit(f, compiler_options=...)`).
+FAST_COMPILE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
 
 
 def subprocess_env(fast_compile=True, **extra):

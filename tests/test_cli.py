@@ -320,3 +320,16 @@ def test_list_shows_runs_without_importing_jax(tmp_path):
   assert rows["empty"] == ["empty", "joystick/flat_terrain", "0/2,560", "-", "-", "no", "checkpoint"]
   result = run_cli("--list", "--output_dir", tmp_path / "nowhere", timeout=120)
   assert_one_line_error(result, "is not a directory")
+
+
+def test_presets_train_the_joystick_policy_as_a_residual_around_the_reference_gait():
+  def feedforward(env, preset, *overrides):
+    args = RunArgs(env=env, task="flat_terrain", preset=preset, overrides=list(overrides))
+    config = OpenDuckMiniV2Runner(args).resolve_config().env_config
+    return config.reference.feedforward if "reference" in config else None
+
+  for preset in ("cpu", "quick", "full"):
+    assert feedforward("joystick", preset) is True
+  assert feedforward("joystick", "cpu", "reference.feedforward=false") is False
+  assert feedforward("joystick", "smoke") is False  # the pipeline check keeps the plain action
+  assert feedforward("standing", "cpu") is None

@@ -148,7 +148,11 @@ def _free_port() -> int:
 
 @pytest.mark.timeout(1500)
 def test_two_processes_on_loopback_train_one_run(tmp_path):
-  """Two processes joined by jax.distributed train, checkpoint and resume one run."""
+  """Two processes joined by jax.distributed train and checkpoint one run.
+
+  (Resuming re-splits the saved global batch the same way for processes as for
+  devices: `test_a_run_resumes_on_another_device_count`.)
+  """
   port = _free_port()
   common = [
     sys.executable,
@@ -190,7 +194,3 @@ def test_two_processes_on_loopback_train_one_run(tmp_path):
   assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1, "only process 0 writes TensorBoard"
   assert "eval/episode_reward" in read_scalars(run_dir)
   assert (run_dir / "000000002560" / "policy.onnx").is_file()
-  # Both processes resume from the same checkpoint.
-  for err in run_both("--resume", "--num_timesteps", "3840"):
-    assert "start at 2,560" in err
-  assert [int(p.name) for p in checkpointing.list_checkpoints(run_dir)][-1] == 3840

@@ -1,9 +1,12 @@
 """Jit smoke test of every registered env/task, through the training wrapper."""
 
+import functools
+
 import jax
 import jax.numpy as jp
 import numpy as np
 import pytest
+from helpers import FAST_COMPILE_OPTIONS
 
 from playground.common import training_env
 from playground.common.runner import RunArgs
@@ -41,7 +44,7 @@ CASES = [
 def test_reset_and_step_shapes_and_no_nan(env_name, task, impl):
   env, venv = _venv(env_name, task, impl=impl)
 
-  @jax.jit
+  @functools.partial(jax.jit, compiler_options=FAST_COMPILE_OPTIONS)  # 25 steps: compile-bound
   def rollout(key):
     models = venv.models(jp.arange(NUM_ENVS))
     key_reset, key_act = jax.random.split(key)
