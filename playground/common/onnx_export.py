@@ -114,8 +114,9 @@ def _feedforward(nodes: list, inits: list, ff: Any, action_size: int) -> str:
   sizes = offsets.shape[:3]
   n_phase = offsets.shape[3]
   table = np.concatenate([offsets, offsets[:, :, :, :1]], axis=3).reshape(-1, action_size)
-  lows = np.array([a[0] for a in ff.axes], np.float32)
-  steps = np.array([(a[1] - a[0]) if len(a) > 1 else 1.0 for a in ff.axes], np.float32)
+  from playground.common import reference  # imports JAX (via the observation layout): only when needed
+
+  lows, steps = reference.grid_origin_and_steps(ff.axes)
   const = lambda name, value, dtype=np.float32: inits.append(numpy_helper.from_array(np.asarray(value, dtype), name))  # noqa: E731
   node = lambda op, inputs, output, **kw: nodes.append(helper.make_node(op, inputs, [output], **kw))  # noqa: E731
   ci, pi = int(ff.command_index), int(ff.phase_index)

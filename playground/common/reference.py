@@ -162,6 +162,13 @@ class ReferenceTable:
     return interpolate_fn(self.axes, self.frames)
 
 
+def grid_origin_and_steps(axes: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+  """First value and spacing (1 for a single value) of each grid axis, float32."""
+  lows = np.array([a[0] for a in axes], np.float32)
+  steps = np.array([(a[1] - a[0]) if len(a) > 1 else 1.0 for a in axes], np.float32)
+  return lows, steps
+
+
 def interpolate_fn(axes: Sequence[np.ndarray], frames: np.ndarray) -> Callable[[Any, Any], Any]:
   """`fn(command[3], phase) -> frames[..., :]` interpolated, in JAX.
 
@@ -172,8 +179,7 @@ def interpolate_fn(axes: Sequence[np.ndarray], frames: np.ndarray) -> Callable[[
   import jax.numpy as jp
 
   frames = jp.asarray(frames)
-  lows = jp.asarray([a[0] for a in axes], dtype=jp.float32)
-  steps = jp.asarray([(a[1] - a[0]) if len(a) > 1 else 1.0 for a in axes], dtype=jp.float32)
+  lows, steps = (jp.asarray(x) for x in grid_origin_and_steps(axes))
   sizes = np.array([len(a) for a in axes])
   n_phase = frames.shape[3]
 

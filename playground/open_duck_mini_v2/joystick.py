@@ -112,7 +112,7 @@ class Joystick(base.OpenDuckMiniV2Env):
           f"the reference does not cover the commands: {uncovered}; narrow command_config or set reference.clamp=true"
         )
       self._lookup = self._reference.lookup_fn()
-      if self._config.reference.feedforward:
+      if feedforward_on(self._config):
         self._feedforward = make_feedforward(self._reference, self._ids.home_ctrl, self._config.action_scale)
         self._feedforward_fn = self._feedforward.jax_fn()
 
@@ -221,9 +221,15 @@ class Joystick(base.OpenDuckMiniV2Env):
     return {name: terms[name]() for name in active}
 
 
+def feedforward_on(config: config_dict.ConfigDict) -> bool:
+  """Whether an env built from `config` adds the reference gait to the action (configs older
+  than the option have no such key: off)."""
+  return bool(config.reference.get("feedforward", False))
+
+
 def uses_reference(config: config_dict.ConfigDict) -> bool:
   """Whether an env built from `config` loads the reference gait (imitation or feed-forward)."""
-  return config.reward_config.scales.imitation != 0.0 or bool(config.reference.get("feedforward", False))
+  return config.reward_config.scales.imitation != 0.0 or feedforward_on(config)
 
 
 def make_feedforward(reference: ref_lib.ReferenceTable, home: np.ndarray, action_scale: float) -> ref_lib.Feedforward:

@@ -203,6 +203,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
   def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
     """What the robot runtime needs to feed and read the ONNX policy."""
     from playground.open_duck_mini_v2 import base
+    from playground.open_duck_mini_v2 import joystick
     from playground.open_duck_mini_v2 import observations
 
     ids = base.RobotIndices.from_model(base.load_model(task))
@@ -231,7 +232,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
       "motor_targets": "home_pose + action_scale * action (+ head command); the servos limit speed and range",
       "feedforward": (
         "the output includes the reference gait at the observed command and phase (the network learned a residual)"
-        if cls.policy_feedforward(env_name, task, env_config) is not None
+        if env_name == "joystick" and joystick.feedforward_on(env_config)
         else "none"
       ),
     }
@@ -242,7 +243,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
     from playground.open_duck_mini_v2 import base
     from playground.open_duck_mini_v2 import joystick
 
-    if env_name != "joystick" or not env_config.reference.get("feedforward", False):
+    if env_name != "joystick" or not joystick.feedforward_on(env_config):
       return None
     ids = base.RobotIndices.from_model(base.load_model(task))
     reference = joystick.load_reference(env_config.reference.path)
