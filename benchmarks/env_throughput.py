@@ -23,21 +23,12 @@ def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_
   import jax.numpy as jp
   from mujoco import mjx
 
+  from playground.common import training_env
+
   _, env, venv, _ = build_env(env_name, task, [f"impl={impl}", *overrides])
-  models = venv.models(jp.arange(num_envs))  # eager: in_axes must stay a static tree
+  models, state, env_steps = training_env.random_action_rollout(venv, num_envs, steps_per_call, env.action_size)
   model_batch, in_axes = models
-  state = jax.jit(lambda k: venv.reset(jax.random.split(k, num_envs), models))(jax.random.PRNGKey(0))
-  reset_state = state
-  shape = (steps_per_call, num_envs, env.action_size)
-  actions = 0.2 * jax.random.uniform(jax.random.PRNGKey(1), shape, minval=-1, maxval=1)
-
-  @jax.jit
-  def env_steps(state):
-    def body(s, a):
-      s, _ = venv.step(s, a, models, reset_state)
-      return s, None
-
-    return jax.lax.scan(body, state, actions)[0]
+  actions = training_env.random_actions(steps_per_call, num_envs, env.action_size)
 
   n_sub = env.n_substeps
 

@@ -44,18 +44,13 @@ def play(table, robust: bool, envs: int, seconds: float, seed: int = 0) -> list[
   import jax.numpy as jp
   import numpy as np
 
+  from playground.open_duck_mini_v2 import base
   from playground.open_duck_mini_v2 import joystick
   from playground.open_duck_mini_v2.references import FRAME_LAYOUT
 
-  cfg = joystick.default_config()
+  cfg = base.without_disturbances(joystick.default_config(), noise=robust, delays=robust, randomization=robust)
   cfg.reward_config.scales.imitation = 0.0  # the table is played here, not rewarded
-  cfg.push_config.enable = False
   cfg.command_config.resample_interval = (1e6, 1e6)
-  if not robust:
-    cfg.noise_config.level = 0.0
-    cfg.delay.action_steps = (0, 0)
-    cfg.delay.imu_steps = (0, 0)
-    cfg.domain_randomization.enabled = False
   env = joystick.Joystick(config=cfg)
   home = jp.asarray(env.ids.home_ctrl)
   head = np.asarray(env.ids.head_act)

@@ -10,6 +10,7 @@ the 0.5 rad/s command), and a PNG of the curve.
 
   uv run python -m benchmarks.time_to_walk                          # train, then score
   uv run python -m benchmarks.time_to_walk --run_dir checkpoints/X  # score an existing run
+  uv run python -m benchmarks.time_to_walk --work_dir checkpoints/ttw  # train, keep the run
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ def main() -> None:
   )
   parser.add_argument("--seeds", type=int, default=3, help="scorecard episodes per command")
   parser.add_argument("--png", default="time_to_walk.png")
+  parser.add_argument(
+    "--work_dir", help="keep the run and its cache here (must not exist) instead of a temporary folder"
+  )
   parser.add_argument("runner_args", nargs="*", help="extra runner flags after --, e.g. -- --num_timesteps 8000000")
   args = parser.parse_args()
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -122,10 +126,18 @@ def main() -> None:
       started = float(events[0].name.split(".")[3]) - compile_s
     rows = score_run(run_dir, started, args.seeds)
     source = str(run_dir)
+  elif args.work_dir:
+    work = Path(args.work_dir)
+    if work.exists():
+      raise SystemExit(f"--work_dir {work} exists; pass a new folder (the cache must start cold)")
+    work.mkdir(parents=True)
+    run_dir, started = train(args, work)
+    rows = score_run(run_dir, started, args.seeds)
   else:
     with tempfile.TemporaryDirectory(prefix="time_to_walk-") as tmp:
       run_dir, started = train(args, Path(tmp))
       rows = score_run(run_dir, started, args.seeds)
+  if not args.run_dir:
     source = f"--preset {args.preset} {' '.join(args.runner_args)}".strip()
   plot(rows, Path(args.png))
   first = next((r for r in rows if r["walks"]), None)

@@ -112,7 +112,6 @@ def check_video() -> dict[str, Any]:
 def probe_throughput(seconds: float, num_envs: int = PROBE_ENVS) -> dict[str, Any]:
   """Env steps/s of the joystick env with domain randomization (jitted, after two warm-up calls)."""
   import jax
-  import jax.numpy as jp
 
   from playground.common import training_env
   from playground.common.runner import RunArgs
@@ -123,19 +122,7 @@ def probe_throughput(seconds: float, num_envs: int = PROBE_ENVS) -> dict[str, An
   cfg = runner.resolve_config()
   env = runner.make_env("joystick", "flat_terrain", cfg.env_config)
   venv = training_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
-  models = venv.models(jp.arange(num_envs))
-  state = jax.jit(lambda k: venv.reset(jax.random.split(k, num_envs), models))(jax.random.PRNGKey(0))
-  reset_state = state
-  shape = (PROBE_STEPS_PER_CALL, num_envs, env.action_size)
-  actions = 0.2 * jax.random.uniform(jax.random.PRNGKey(1), shape, minval=-1, maxval=1)
-
-  @jax.jit
-  def steps(state):
-    def body(s, a):
-      s, _ = venv.step(s, a, models, reset_state)
-      return s, None
-
-    return jax.lax.scan(body, state, actions)[0]
+  _, state, steps = training_env.random_action_rollout(venv, num_envs, PROBE_STEPS_PER_CALL, env.action_size)
 
   t0 = time.monotonic()
   for _ in range(2):  # the 2nd call may recompile

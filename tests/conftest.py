@@ -58,7 +58,6 @@ def smoke_run(tmp_path_factory):
 SLOW_FIRST = (
   # The shared smoke run first: started early, no later reader waits for it.
   "test_smoke_run_logs_tensorboard_scalars",
-  "test_two_processes_on_loopback_train_one_run",
   "test_a_briefly_trained_policy_survives_head_motion_and_pushes_that_topple_the_untrained_one",
   "test_two_devices_train_and_stay_replicated",
   "test_training_with_a_converted_community_file_logs_imitation_components",

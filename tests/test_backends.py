@@ -4,6 +4,7 @@ import jax
 import numpy as np
 import pytest
 
+from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import joystick
 from playground.open_duck_mini_v2.observations import STATE_LAYOUT
 
@@ -27,13 +28,10 @@ TOLERANCE = {
 
 
 def _env(impl):
-  config = joystick.default_config()
+  # (domain randomization is applied by a VecEnv, not by the env itself)
+  config = base.without_disturbances(joystick.default_config(), randomization=True)
   config.impl = impl
   config.naconmax_per_env = 64
-  config.noise_config.level = 0.0
-  config.push_config.enable = False
-  config.delay.action_steps = (0, 0)
-  config.delay.imu_steps = (0, 0)
   return joystick.Joystick("flat_terrain", config)
 
 

@@ -20,6 +20,8 @@ from playground.common import run_record
 from playground.common.runner import RunArgs
 from playground.common.runner import RunError
 from playground.common.tensorboard_reader import read_scalars
+from playground.open_duck_mini_v2 import joystick
+from playground.open_duck_mini_v2 import runner as runner_module
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
 
@@ -271,6 +273,38 @@ def test_resume_takes_the_flags_from_the_record(tmp_path):
   assert run_record.resume_command(tmp_path / "my run").endswith(
     f"--output_dir {tmp_path} --exp_name 'my run' --resume"
   )
+
+
+def test_resume_keeps_the_recorded_config_when_presets_change(tmp_path):
+  # A cpu-preset run recorded before the preset turned on the feed-forward (its
+  # env config lacks the key) and with another learning rate than the preset's
+  # now: a resume continues it as recorded, not as the presets resolve today.
+  env_config = joystick.default_config().to_dict()
+  del env_config["reference"]["feedforward"]
+  env_config["reward_config"]["scales"]["alive"] = 7.5
+  ppo = runner_module.ppo_config("joystick", "cpu").to_dict()
+  ppo.update(learning_rate=1e-4, num_timesteps=2560)
+  run_dir = fake_run(tmp_path / "run", steps=(1280,), preset="cpu")
+  record = json.loads((run_dir / "config.json").read_text())
+  record.update(env_config=env_config, ppo_config=ppo)
+  (run_dir / "config.json").write_text(json.dumps(record))
+
+  def resumed(**flags):
+    explicit = frozenset({"output_dir", "exp_name", "resume", "env", *flags})
+    args = RunArgs(env="joystick", task="flat_terrain", output_dir=str(tmp_path), exp_name="run", resume=True)
+    runner = OpenDuckMiniV2Runner(dataclasses.replace(args, explicit=explicit, **flags))
+    run_record.apply_record(runner)
+    return runner.resolve_config()
+
+  cfg = resumed(num_timesteps=5120)
+  assert cfg.env_config.reference.feedforward is False  # the env default, not the cpu preset's True
+  assert cfg.env_config.reward_config.scales.alive == 7.5
+  assert cfg.ppo_config.learning_rate == 1e-4
+  assert cfg.ppo_config.num_timesteps == 5120  # a flag a resume may change
+  assert resumed().ppo_config.num_timesteps == 2560
+  # A new run with the same flags gets today's preset.
+  fresh = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="cpu")).resolve_config()
+  assert fresh.env_config.reference.feedforward is True and fresh.ppo_config.learning_rate == 3e-4
 
 
 def test_restore_mode_all_refuses_a_checkpoint_of_another_seed(tmp_path):

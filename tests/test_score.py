@@ -10,6 +10,7 @@ from helpers import run_cli
 from playground.common import export
 from playground.common import onnx_export
 from playground.common.tensorboard_reader import read_scalars
+from playground.open_duck_mini_v2 import joystick
 from playground.open_duck_mini_v2 import score
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 from playground.open_duck_mini_v2.runner import env_class
@@ -127,3 +128,18 @@ def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_
   assert np.all(score.suite()[1].at(1.0)[3:] == 0.0)
   with pytest.raises(ValueError, match="schedule entry"):
     score.Command("bad", ((0.0, 0.1, 0.0),)).at(0.0)
+
+
+def test_score_config_keeps_the_training_disturbances_unless_clean():
+  metadata = {"env": "joystick", "action_scale": 0.25, "gait_frequency_hz": 2.0}
+  trained = joystick.default_config()
+  trained.reference.feedforward = True
+  trained.noise_config.level = 0.5
+  robust = score.score_config(metadata, trained.to_dict(), clean=False)
+  assert (robust.noise_config.level, tuple(robust.delay.action_steps)) == (0.5, (0, 2))
+  assert robust.domain_randomization.enabled and not robust.push_config.enable  # pushes: the suite's own
+  assert robust.reference.feedforward is False and robust.gait_frequency == 2.0
+  clean = score.score_config(metadata, trained.to_dict(), clean=True)
+  assert clean.noise_config.level == 0.0 and not clean.domain_randomization.enabled
+  assert tuple(clean.delay.action_steps) == (0, 0) and tuple(clean.delay.imu_steps) == (0, 0)
+  assert trained.noise_config.level == 0.5  # the caller's config is not changed

@@ -199,3 +199,24 @@ def configure_cpu_devices(setting: str | int | None, batch_sizes: tuple[int, ...
       "choose the count before any JAX operation"
     ) from None
   return count
+
+
+def localize_model(env: Any) -> Any:
+  """Moves an env's MJX model onto this process's first device, if it is on another process's.
+
+  `mjx.put_model` without a device picks `jax.devices()[0]`, which is process
+  0's device in a multi-process run; other processes could not use the arrays
+  (MuJoCo Playground's own envs do this). Envs that place their model on
+  `jax.local_devices()[0]` themselves are left alone. Returns `env`.
+  """
+  model = getattr(env, "_mjx_model", None)
+  if model is None or not multi_process():
+    return env
+  here = jax.process_index()
+  leaves = [x for x in jax.tree_util.tree_leaves(model) if isinstance(x, jax.Array)]
+  if any(d.process_index != here for x in leaves for d in x.devices()):
+    from mujoco import mjx
+
+    # Rebuilt from the MuJoCo model: arrays cannot be copied across processes.
+    env._mjx_model = mjx.put_model(env.mj_model, impl=model.impl, device=jax.local_devices()[0])
+  return env

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import logging
 import shlex
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
 
+from ml_collections import config_dict
+
 from playground.common import config as config_lib
 from playground.common import run_dirs
 
@@ -29,6 +32,8 @@ if TYPE_CHECKING:
   from playground.common.runner import BaseRunner
   from playground.common.runner import ResolvedConfig
   from playground.common.runner import RunArgs
+
+logger = logging.getLogger(__name__)
 
 #: Flags `--resume` takes from the run's record (`config.json`) when they are
 #: not given; a given value that differs from the record is refused. Every
@@ -193,7 +198,68 @@ def apply_record(runner: BaseRunner) -> dict[str, Any]:
     elif extra.get(name) != recorded:
       raise _conflict(name, extra.get(name), recorded, run_dir, record)
   runner.args = dataclasses.replace(a, extra=extra, **changes)
+  runner.resume_record = record
   return record
+
+
+def recorded_configs(
+  runner: BaseRunner,
+  record: dict[str, Any],
+  env_config: config_dict.ConfigDict,
+  ppo_config: config_dict.ConfigDict,
+) -> tuple[config_dict.ConfigDict, config_dict.ConfigDict]:
+  """For `--resume`: the run's configuration as recorded, not as this version's presets resolve it.
+
+  A preset or default that changed since the run started (e.g. a preset that
+  turns on a feature) must not change what a resumed network's actions and
+  rewards mean. So every env key the record holds takes the recorded value;
+  an env key the record lacks (added since) takes the env's *default* value,
+  not the preset's, since new features default to the behaviour before them.
+  PPO keys take the recorded values, except those set by the flags a resume
+  may change (`--num_timesteps`, `--eval_every`, ...). Differences are logged.
+  A record without an env config (or without a PPO config) leaves that part as resolved.
+
+  Args:
+    runner: the runner (its `args` already restored by `apply_record`).
+    record: the run's `config.json`.
+    env_config, ppo_config: the configuration as resolved from the preset and flags.
+
+  Returns:
+    (env_config, ppo_config) as the run recorded them.
+  """
+  changed: list[str] = []
+
+  def merge(resolved, recorded, fallback, keep=()):
+    if not recorded:
+      return resolved
+    now, then = config_lib.flatten(resolved), config_lib.flatten(recorded)
+    base = config_lib.flatten(fallback) if fallback is not None else now
+    merged = config_dict.ConfigDict(resolved.to_dict())
+    for key, value in now.items():
+      if key in keep:
+        continue
+      target = then[key] if key in then else base.get(key, value)
+      if isinstance(value, tuple) and isinstance(target, list):
+        target = tuple(target)
+      if target != value:
+        node = merged
+        *parents, leaf = key.split(".")
+        for p in parents:
+          node = node[p]
+        with node.ignore_type():
+          node[leaf] = target
+        changed.append(f"{key}={target!r} (the preset now gives {value!r})")
+    merged.lock()
+    return merged
+
+  env_config = merge(
+    env_config, record.get("env_config"), runner.default_env_config(runner.args.env), set(runner.FLAG_ENV_KEYS)
+  )
+  keep = {name for name in RECORD_DEFAULTS if getattr(runner.args, name, None) is not None} | {"num_envs"}
+  ppo_config = merge(ppo_config, record.get("ppo_config"), None, keep)
+  if changed:
+    logger.warning("--resume keeps the run's recorded configuration: %s", ", ".join(changed))
+  return env_config, ppo_config
 
 
 def explicit_flags(args: RunArgs) -> set[str]:

@@ -121,10 +121,16 @@ class BaseRunner(abc.ABC):
   #: Robot flags (`RunArgs.extra` keys) that do not change results: taken
   #: from the record when not given, free to change on a resume.
   CHANGEABLE_EXTRA: ClassVar[tuple[str, ...]] = ()
+  #: Env config keys the runner sets from its own flags in `resolve_config`
+  #: (e.g. a reference file's prepared path): `--resume` does not restore them
+  #: from the record, the restored flags set them again.
+  FLAG_ENV_KEYS: ClassVar[tuple[str, ...]] = ()
 
   def __init__(self, args: RunArgs):
     self.args = args
     self._default_exp_name: str | None = None
+    #: The run's record (`config.json`) once `--resume` has read it (`run_record.apply_record`).
+    self.resume_record: dict[str, Any] | None = None
 
   # ---- What a robot runner provides.
 
@@ -256,6 +262,8 @@ class BaseRunner(abc.ABC):
         key = "ppo." + str(e).split("'")[1]
         raise ConfigError(config_lib.unknown_key_message(key, [f"ppo.{k}" for k in config_lib.flatten(ppo)])) from None
       raise
+    if a.resume and self.resume_record is not None:
+      env_config, ppo = run_record.recorded_configs(self, self.resume_record, env_config, ppo)
     if "impl" in env_config:
       backend.validate_impl(env_config.impl)
     config_lib.parse_cpu_devices(a.cpu_devices)

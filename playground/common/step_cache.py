@@ -171,6 +171,12 @@ def _fitting(compiled: jax.stages.Compiled) -> Callable[..., Any]:
 
 
 def _fit(x: Any, sharding: jax.sharding.Sharding | None) -> Any:
+  if isinstance(x, jax.Array) and x.is_deleted():
+    # jax 0.9.2 checks this for one device only; a multi-device executable
+    # given a donated (deleted) buffer crashes the process.
+    raise ValueError(
+      "a compiled step was given an array an earlier call donated (deleted); pass the arrays the last call returned"
+    )
   if sharding is None or not isinstance(x, jax.Array) or x.sharding == sharding:
     return x
   if not x.sharding.is_equivalent_to(sharding, x.ndim):

@@ -150,7 +150,7 @@ def warn_full_preset_on_cpu(num_timesteps: int) -> None:
 def build(runner: BaseRunner, cfg: ResolvedConfig) -> Session:
   """Builds the environments, the PPO learner and the evaluator (no compilation)."""
   a, p = runner.args, cfg.ppo_config
-  env = runner.make_env(a.env, a.task, cfg.env_config)
+  env = distributed.localize_model(runner.make_env(a.env, a.task, cfg.env_config))
   episode_length = int(cfg.env_config.episode_length) if "episode_length" in cfg.env_config else 1000
   randomizer = runner.make_randomizer(env, cfg.env_config)
   venv = training_env.VecEnv(env, episode_length, randomizer, randomization_seed=a.seed)
@@ -158,7 +158,7 @@ def build(runner: BaseRunner, cfg: ResolvedConfig) -> Session:
     ppo = ppo_lib.PPO(venv, p)
   except ValueError as e:
     raise RunError(str(e)) from None
-  eval_env = runner.make_eval_env(a.env, a.task, cfg.env_config)
+  eval_env = distributed.localize_model(runner.make_eval_env(a.env, a.task, cfg.env_config))
   eval_venv = training_env.VecEnv(
     eval_env,
     episode_length,

@@ -260,3 +260,34 @@ def _select(mask: jax.Array, on_true: jax.Array, on_false: jax.Array) -> jax.Arr
   if on_false.ndim == 0 or on_false.shape[0] != mask.shape[0]:
     return on_false
   return jp.where(jp.reshape(mask, mask.shape + (1,) * (on_false.ndim - 1)), on_true, on_false)
+
+
+def random_action_rollout(
+  venv: VecEnv, num_envs: int, steps: int, action_size: int, scale: float = 0.2
+) -> tuple[Any, EnvState, Callable[[EnvState], EnvState]]:
+  """A throughput probe: `num_envs` randomized envs and a jitted rollout of fixed random actions.
+
+  Returns:
+    (models, state, rollout): the batch `VecEnv.models` gives, the reset
+    state, and a jitted function that takes a state through `steps` control
+    steps of uniform actions in [-scale, scale] (auto-reset included).
+  """
+  models = venv.models(jp.arange(num_envs))  # eager: in_axes must stay a static tree
+  state = jax.jit(lambda k: venv.reset(jax.random.split(k, num_envs), models))(jax.random.PRNGKey(0))
+  reset_state = state
+  actions = random_actions(steps, num_envs, action_size, scale)
+
+  @jax.jit
+  def rollout(state: EnvState) -> EnvState:
+    def body(s, a):
+      s, _ = venv.step(s, a, models, reset_state)
+      return s, None
+
+    return jax.lax.scan(body, state, actions)[0]
+
+  return models, state, rollout
+
+
+def random_actions(steps: int, num_envs: int, action_size: int, scale: float = 0.2) -> jax.Array:
+  """The fixed actions of `random_action_rollout`: uniform in [-scale, scale], shape (steps, envs, actions)."""
+  return scale * jax.random.uniform(jax.random.PRNGKey(1), (steps, num_envs, action_size), minval=-1, maxval=1)

@@ -12,6 +12,7 @@ provides commands and rewards.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
@@ -346,6 +347,33 @@ def base_config() -> config_dict.ConfigDict:
       domain_randomization=randomize.default_config(),
     )
   )
+
+
+def without_disturbances(
+  config: config_dict.ConfigDict,
+  *,
+  noise: bool = False,
+  delays: bool = False,
+  randomization: bool = False,
+  pushes: bool = False,
+) -> config_dict.ConfigDict:
+  """A copy of a task config with the disturbances not asked for turned off.
+
+  For playback, scoring and checks that must see the policy or the physics
+  without (some of) sensor noise, action/IMU delays, domain randomization and
+  random pushes.
+  """
+  config = copy.deepcopy(config)
+  if not noise:
+    config.noise_config.level = 0.0
+  if not delays:
+    config.delay.action_steps = (0, 0)
+    config.delay.imu_steps = (0, 0)
+  if not randomization:
+    config.domain_randomization.enabled = False
+  if not pushes:
+    config.push_config.enable = False
+  return config
 
 
 class OpenDuckMiniV2Env(MjxEnv):

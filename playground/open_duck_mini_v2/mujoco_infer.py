@@ -110,13 +110,9 @@ class Playback:
     from playground.open_duck_mini_v2 import base
     from playground.open_duck_mini_v2.runner import env_class
 
-    config = env_class(env_name).default_config()
-    if not noise:
-      config.noise_config.level = 0.0
-    if not delays:
-      config.delay.action_steps = (0, 0)
-      config.delay.imu_steps = (0, 0)
-    config.push_config.enable = False
+    config = base.without_disturbances(
+      env_class(env_name).default_config(), noise=noise, delays=delays, randomization=True
+    )
     self.env = env_class(env_name)(task=task, config=config)
     self.model = self.env.mj_model
     self.data = mujoco.MjData(self.model)

@@ -133,6 +133,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
   robot = "open_duck_mini_v2"
   presets = ("full", "quick", "cpu", "smoke")
   CHANGEABLE_EXTRA = ("score",)
+  FLAG_ENV_KEYS = ("reference.path",)  # set from --reference in resolve_config
   default_env = "joystick"
   default_task = "flat_terrain"
 

@@ -181,6 +181,7 @@ def score_config(metadata: dict[str, Any], env_config: dict[str, Any] | None, cl
   """The env config to play with: the run's (or the env's default), as the policy was trained."""
   from ml_collections import config_dict
 
+  from playground.open_duck_mini_v2 import base
   from playground.open_duck_mini_v2.runner import env_class
 
   config = env_class(metadata["env"]).default_config()
@@ -196,13 +197,8 @@ def score_config(metadata: dict[str, Any], env_config: dict[str, Any] | None, cl
     # A residual policy's ONNX adds the reference gait itself; playback feeds
     # its output to `apply_action` as the runtime does (never `step`).
     config.reference.feedforward = False
-  config.push_config.enable = False
-  if clean:
-    config.noise_config.level = 0.0
-    config.delay.action_steps = (0, 0)
-    config.delay.imu_steps = (0, 0)
-    config.domain_randomization.enabled = False
-  return config
+  on = not clean
+  return base.without_disturbances(config, noise=on, delays=on, randomization=on)
 
 
 # ---- Lockstep playback of many episodes in MuJoCo C.
