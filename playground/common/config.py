@@ -132,15 +132,20 @@ def apply_overrides(config: config_dict.ConfigDict, overrides: Sequence[tuple[st
     if key not in flat:
       raise ConfigError(unknown_key_message(key, list(flat)))
     value = _coerce(key, flat[key], raw)
-    node = config
-    *parents, leaf = key.split(".")
-    for p in parents:
-      node = node[p]
-    with node.ignore_type():
-      node[leaf] = value
+    set_leaf(config, key, value)
     flat[key] = value
   config.lock()
   return config
+
+
+def set_leaf(config: config_dict.ConfigDict, key: str, value: Any) -> None:
+  """Sets the dotted `key` of `config` in place, whatever the leaf's current type."""
+  node = config
+  *parents, leaf = key.split(".")
+  for p in parents:
+    node = node[p]
+  with node.ignore_type():
+    node[leaf] = value
 
 
 def check_choice(flag: str, value: str, choices: Sequence[str]) -> str:

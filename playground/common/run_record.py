@@ -242,12 +242,7 @@ def recorded_configs(
       if isinstance(value, tuple) and isinstance(target, list):
         target = tuple(target)
       if target != value:
-        node = merged
-        *parents, leaf = key.split(".")
-        for p in parents:
-          node = node[p]
-        with node.ignore_type():
-          node[leaf] = target
+        config_lib.set_leaf(merged, key, target)
         changed.append(f"{key}={target!r} (the preset now gives {value!r})")
     merged.lock()
     return merged
