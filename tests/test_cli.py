@@ -367,3 +367,15 @@ def test_presets_train_the_joystick_policy_as_a_residual_around_the_reference_ga
   assert feedforward("joystick", "cpu", "reference.feedforward=false") is False
   assert feedforward("joystick", "smoke") is False  # the pipeline check keeps the plain action
   assert feedforward("standing", "cpu") is None
+
+
+def test_cpu_preset_narrows_the_trunk_com_offset_and_full_keeps_the_robot_level():
+  def com(env, preset, *overrides):
+    args = RunArgs(env=env, task="flat_terrain", preset=preset, overrides=list(overrides))
+    return OpenDuckMiniV2Runner(args).resolve_config().env_config.domain_randomization.com_offset
+
+  assert com("joystick", "cpu") == pytest.approx(0.03)
+  assert com("standing", "cpu") == pytest.approx(0.03)
+  assert com("joystick", "cpu", "domain_randomization.com_offset=0.05") == pytest.approx(0.05)
+  for preset in ("full", "quick"):
+    assert com("joystick", preset) == pytest.approx(0.05)

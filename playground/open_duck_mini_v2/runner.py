@@ -89,7 +89,8 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
     # A walking policy on a laptop CPU (see BENCHMARKS.md, "Time to walk").
     c.update(
       dict(
-        num_timesteps=20_000_000,
+        # About 58 minutes on a 2-core CPU (BENCHMARKS.md, "Time to walk").
+        num_timesteps=16_000_000,
         num_envs=256,
         batch_size=256,
         num_minibatches=8,
@@ -268,12 +269,24 @@ class OpenDuckMiniV2Runner(BaseRunner):
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
     if preset == "smoke":
       return {"episode_length": 100}
+    overrides: dict[str, Any] = {}
+    if preset == "cpu":
+      # Trunk centre-of-mass offsets of +-3 cm instead of the upstream's +-5 cm.
+      # Measured (BENCHMARKS.md, "What makes the CPU policy fall"): every fall
+      # of the 60-minute CPU policy on the scorecard is on a model whose trunk
+      # offset is 3.7-4.8 cm on some axis; the same policy has no falls with
+      # offsets up to 4 cm. On this robot the trunk is a third of the mass:
+      # +-3 cm of it moves the whole duck's centre of mass +-1 cm (the sole is
+      # 4.1 cm wide), as if 0.2 kg of it sat 10 cm off centre. The
+      # `full` preset keeps +-5 cm. --set domain_randomization.com_offset=0.05
+      # restores it.
+      overrides["domain_randomization.com_offset"] = 0.03
     if env_name == "joystick":
       # The policy learns a residual around the reference gait: the first
       # setting under which PPO learned to walk here (BENCHMARKS.md, "Time to
       # walk": run ffA). --set reference.feedforward=false turns it off.
-      return {"reference.feedforward": True}
-    return {}
+      overrides["reference.feedforward"] = True
+    return overrides
 
 
 def env_class(env_name: str):
