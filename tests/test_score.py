@@ -7,6 +7,7 @@ import pytest
 from helpers import REPO_ROOT
 from helpers import run_cli
 
+from playground.common import config as config_lib
 from playground.common import export
 from playground.common import onnx_export
 from playground.common.tensorboard_reader import read_scalars
@@ -41,14 +42,21 @@ def write_policy(path, metadata_changes=None, bias=None):
 @pytest.fixture(scope="module")
 def zero_card(tmp_path_factory):
   policy = write_policy(tmp_path_factory.mktemp("zero") / "zero.onnx")
-  result = run_cli(policy, "--seeds", "1", script=SCORE, timeout=600)
+  # --set narrows one randomization range (the cpu preset's); the rest stays on.
+  result = run_cli(policy, "--seeds", "1", "--set", "domain_randomization.com_offset=0.03", script=SCORE, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
   return policy, result
 
 
 def test_a_zero_action_policy_stands_and_does_not_walk(zero_card):
   policy, result = zero_card
-  card = json.loads((policy.parent / "zero_score.json").read_text())
+  assert not (policy.parent / "zero_score.json").exists()  # other conditions: their own file
+  card = json.loads((policy.parent / "zero_score_set.json").read_text())
+  assert card["overrides"] == ["domain_randomization.com_offset=0.03"]
+  offsets = np.array([e["trunk_com_offset_m"] for e in card["episodes"]])
+  assert offsets.shape == (len(score.suite()), 3) and not any(e["fell"] for e in card["episodes"])
+  assert np.abs(offsets).max() <= 0.03 + 1e-4 and np.unique(offsets[:, 0]).size == len(offsets)  # one model each
+  assert "set domain_randomization.com_offset=0.03" in card["conditions"]
   h = card["headline"]
   # With randomization, noise and delays on, holding the home pose keeps the duck up...
   assert h["falls"] == 0 and h["episodes"] == len(score.suite())
@@ -61,7 +69,7 @@ def test_a_zero_action_policy_stands_and_does_not_walk(zero_card):
   assert "randomization" in card["conditions"]
   # The table and the headline are printed; the PNG is a real image.
   assert "forward_0.1" in result.stdout and "score: falls 0/9" in result.stdout
-  assert (policy.parent / "zero_score.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  assert (policy.parent / "zero_score_set.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_leaning_policy_is_measured_moving_or_falling(tmp_path):
@@ -99,6 +107,11 @@ def test_the_cli_refuses_a_mismatched_or_missing_policy_in_one_line(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("error: ") and "Traceback" not in result.stderr
   assert not (tmp_path / "bad_score.json").exists()
+  good = write_policy(tmp_path / "good.onnx")
+  result = run_cli(good, "--set", "domain_randomization.com_ofset=0.05", script=SCORE, timeout=300)
+  assert result.returncode == 2 and "Traceback" not in result.stderr
+  assert result.stderr.strip().splitlines()[-1].startswith("error: unknown config key")
+  assert "domain_randomization.com_offset" in result.stderr and not list(tmp_path.glob("good_score*"))
 
 
 def test_the_runner_scores_every_checkpoint_into_tensorboard(smoke_run):
@@ -111,6 +124,38 @@ def test_the_runner_scores_every_checkpoint_into_tensorboard(smoke_run):
   for name in ("score/falls", "score/tracking_error_mps", "score/vx_at_0.1", "score/yaw_rate_at_0.5"):
     assert name in scalars, sorted(scalars)
   assert scalars["score/falls"][-1][1] == card["headline"]["falls"]
+  best = json.loads((run_dir / score.BEST_SCORE).read_text())
+  assert best["checkpoint"] == step_dir.name and best["headline"] == card["headline"]
+  assert (run_dir / score.BEST_POLICY).read_bytes() == (step_dir / "policy.onnx").read_bytes()
+  _, env_config, _ = score.resolve_policy(run_dir / score.BEST_POLICY)
+  assert env_config == json.loads((run_dir / "config.json").read_text())["env_config"]
+
+
+def test_the_run_keeps_the_policy_with_the_fewest_falls_then_the_smallest_tracking_error(tmp_path):
+  def card(falls, error, episodes=18):
+    return {
+      "headline": {"falls": falls, "episodes": episodes, "tracking_error_mps": error, "yaw_rate_error_radps": 0.3}
+    }
+
+  steps = {}
+  for name in ("000000000100", "000000000200", "000000000300", "000000000400"):
+    steps[name] = tmp_path / name
+    steps[name].mkdir()
+    (steps[name] / "policy.onnx").write_bytes(name.encode())
+
+  def best():
+    return json.loads((tmp_path / score.BEST_SCORE).read_text())["checkpoint"], (
+      tmp_path / score.BEST_POLICY
+    ).read_bytes()
+
+  assert score.update_best(tmp_path, steps["000000000100"], card(2, 0.15))  # the first scored is the best so far
+  assert score.update_best(tmp_path, steps["000000000200"], card(1, 0.19))  # fewer falls beat a smaller error
+  assert not score.update_best(tmp_path, steps["000000000300"], card(1, 0.19))  # a tie keeps the earlier one
+  assert best() == ("000000000200", b"000000000200")
+  assert score.update_best(tmp_path, steps["000000000400"], card(1, 0.16))  # same falls: the smaller error
+  assert not score.update_best(tmp_path, steps["000000000100"], card(4, 0.10, episodes=54))  # shares, not counts
+  assert best() == ("000000000400", b"000000000400")
+  assert not list(tmp_path.glob("*.partial"))
 
 
 def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_ranges():
@@ -143,3 +188,7 @@ def test_score_config_keeps_the_training_disturbances_unless_clean():
   assert clean.noise_config.level == 0.0 and not clean.domain_randomization.enabled
   assert tuple(clean.delay.action_steps) == (0, 0) and tuple(clean.delay.imu_steps) == (0, 0)
   assert trained.noise_config.level == 0.5  # the caller's config is not changed
+  wider = score.score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_offset", "0.05")])
+  assert wider.domain_randomization.com_offset == 0.05 and wider.noise_config.level == 0.5
+  with pytest.raises(config_lib.ConfigError, match="domain_randomization.com_offset"):
+    score.score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_ofset", "0.05")])

@@ -252,7 +252,10 @@ class OpenDuckMiniV2Runner(BaseRunner):
     return joystick.make_feedforward(reference, ids.home_ctrl, float(env_config.action_scale))
 
   def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
-    """Plays the checkpoint's policy on the scorecard suite; writes score.json/png next to it."""
+    """Plays the checkpoint's policy on the scorecard suite; writes score.json/png next to it.
+
+    Also keeps the run's `best_policy.onnx` / `best_score.json` (`score.update_best`).
+    """
     mode = self.args.extra.get("score", "auto")
     if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or session.env_name != "joystick":
       return {}
@@ -264,6 +267,9 @@ class OpenDuckMiniV2Runner(BaseRunner):
     card = score.score(policy, session.cfg.env_config.to_dict(), seeds=SCORE_SEEDS, task=session.task)
     score.write(card, Path(step_dir))
     logger.info("%s (step %s, %.1f s)", score.headline_line(card), f"{step:,}", card["wall_time_s"])
+    run_dir = Path(step_dir).parent
+    if score.update_best(run_dir, Path(step_dir), card):
+      logger.info("best policy so far (fewest falls, then tracking error): %s", run_dir / score.BEST_POLICY)
     return score.tensorboard_scalars(card)
 
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:

@@ -3,6 +3,7 @@
     uv run playground/open_duck_mini_v2/score.py checkpoints/<run>            # latest checkpoint
     uv run playground/open_duck_mini_v2/score.py checkpoints/<run>/<step>     # one checkpoint
     uv run playground/open_duck_mini_v2/score.py policy.onnx [--clean] [--seeds 3]
+    uv run playground/open_duck_mini_v2/score.py checkpoints/<run> --set domain_randomization.com_offset=0.05
 
 Plays the policy in MuJoCo's C engine on a fixed suite of commands (stand,
 forward 0.1 and 0.15 m/s, backward 0.1, sideways +-0.1, turn +-0.5 rad/s, and
@@ -11,12 +12,16 @@ episode runs on its own domain-randomized model with the training env's
 sensor noise and action/IMU delays (`--clean` turns all three off), and its
 observations come from the training environment's own functions (`base.read`,
 `apply_action`, `advance`, `observe`), as in playback and on the robot.
+`--set KEY=VALUE` changes the run's env config before playing (e.g. wider
+randomization ranges than the policy was trained with).
 
 Per command it reports survival time and falls, the achieved vx / vy / yaw
 rate in the heading frame (after a settling second) against the command,
 tracking errors, distance, foot slip, joint-limit hits, action smoothness and
 mechanical power; a table on stdout, a JSON file and a PNG. The headline:
 falls, mean velocity-tracking error, forward speed at the 0.1 m/s command.
+The JSON also lists every episode (command, seed, fell, survival time and its
+model's trunk centre-of-mass offset), to tell what makes a policy fall.
 
 The policy's ONNX metadata (robot, observation layout, action order, home
 pose, control period) must match the model, or it is refused in one line.
@@ -127,7 +132,9 @@ def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any] | None, Path]
   """(ONNX file, the run's env config or None, default output directory) for PATH.
 
   PATH is an `.onnx` file, a checkpoint step directory or a run directory
-  (its latest checkpoint). A checkpoint without `policy.onnx` is exported.
+  (its latest checkpoint). A checkpoint without `policy.onnx` is exported. An
+  `.onnx` file next to a run's `config.json` (`best_policy.onnx`) takes the
+  run's env config.
   """
   from playground.common import checkpointing
 
@@ -137,7 +144,10 @@ def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any] | None, Path]
   if path.is_file():
     if path.suffix != ".onnx":
       raise ScoreError(f"{path} is not an .onnx file, a checkpoint directory or a run directory")
-    return path, None, path.parent
+    # A run's best_policy.onnx plays under its run's config.
+    record = path.parent / "config.json"
+    env_config = json.loads(record.read_text()).get("env_config") if record.is_file() else None
+    return path, env_config, path.parent
   step_dir = checkpointing.resolve(path)
   onnx_path = step_dir / "policy.onnx"
   if not onnx_path.is_file():
@@ -177,16 +187,28 @@ def check_contract(metadata: dict[str, Any], ids: Any, ctrl_dt: float) -> None:
     raise ScoreError("the policy does not match the Open Duck Mini V2 model: " + "; ".join(differences))
 
 
-def score_config(metadata: dict[str, Any], env_config: dict[str, Any] | None, clean: bool):
-  """The env config to play with: the run's (or the env's default), as the policy was trained."""
+def score_config(
+  metadata: dict[str, Any],
+  env_config: dict[str, Any] | None,
+  clean: bool,
+  overrides: Sequence[tuple[str, str]] = (),
+):
+  """The env config to play with: the run's (or the env's default), as the policy was trained.
+
+  `overrides` (`config.parse_overrides` pairs) change it first, as `--set`
+  does for training; an unknown key raises `ConfigError`.
+  """
   from ml_collections import config_dict
 
+  from playground.common import config as config_lib
   from playground.open_duck_mini_v2 import base
   from playground.open_duck_mini_v2.runner import env_class
 
   config = env_class(metadata["env"]).default_config()
   if env_config is not None:
     config = config_dict.ConfigDict(env_config)
+  if overrides:
+    config = config_lib.apply_overrides(config, overrides)
   config.action_scale = float(metadata.get("action_scale", config.action_scale))
   # The phase advances at the frequency the policy was trained with (written at
   # export); the reference itself is not needed to play.
@@ -402,6 +424,7 @@ def play(
         duration_s=command.duration,
         survival_s=float(survival[i]),
         fell=bool(not alive[i]),
+        trunk_com_offset_m=[round(float(v), 4) for v in models[i].body_ipos[root] - env.mj_model.body_ipos[root]],
         cmd=cmd_log[used[:, i], i],
         vel=vel_log[used[:, i], i],
         distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
@@ -475,6 +498,7 @@ def score(
   task: str | None = None,
   commands: Sequence[Command] | None = None,
   pushes: bool = False,
+  overrides: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
   """Scores an ONNX policy; returns the JSON-able scorecard.
 
@@ -488,6 +512,7 @@ def score(
     task: scene (default: the policy's own).
     commands: the suite (default: `suite()`).
     pushes: the training env's random pushes (`push_config`) on top.
+    overrides: `(key, value)` changes of the env config (`--set`).
 
   Raises:
     ScoreError: a policy whose contract does not match the model.
@@ -506,7 +531,7 @@ def score(
   ids = base.RobotIndices.from_model(base.load_model(task))
   ctrl_dt = float((env_config or {}).get("ctrl_dt", base.base_config().ctrl_dt))
   check_contract(metadata, ids, ctrl_dt)
-  config = score_config(metadata, env_config, clean)
+  config = score_config(metadata, env_config, clean, overrides)
   cache_key = (metadata["env"], task, json.dumps(config.to_dict(), sort_keys=True, default=str))
   if cache_key not in _STEPPERS:
     _STEPPERS[cache_key] = _Stepper(env_class(metadata["env"])(task=task, config=config))
@@ -514,6 +539,10 @@ def score(
   session = onnx_policy(policy_path, batched=True)
   episodes = play(session, _STEPPERS[cache_key], config, commands, seeds, seed, pushes)
   card = summarize(episodes, commands)
+  # Which randomized model each episode ran on, to tell what makes a policy fall.
+  card["episodes"] = [
+    {k: e[k] for k in ("command", "seed", "fell", "survival_s", "trunk_com_offset_m")} for e in episodes
+  ]
   card["policy"] = str(policy_path)
   card["env"], card["task"] = metadata["env"], task
   card["training_step"] = metadata.get("training_step")
@@ -523,6 +552,9 @@ def score(
     if clean
     else "training domain randomization, sensor noise and action/IMU delays"
   ) + ("; training pushes" if pushes else "; no pushes")
+  if overrides:
+    card["overrides"] = [f"{k}={v}" for k, v in overrides]
+    card["conditions"] += "; set " + ", ".join(card["overrides"])
   card["wall_time_s"] = round(time.monotonic() - started, 2)
   return card
 
@@ -604,6 +636,46 @@ def write(card: dict[str, Any], out_dir: Path, stem: str = "score") -> tuple[Pat
   return json_path, plot(card, out_dir / f"{stem}.png")
 
 
+#: Files a training run keeps next to its checkpoints: the best scored policy and its scorecard.
+BEST_POLICY = "best_policy.onnx"
+BEST_SCORE = "best_score.json"
+
+
+def rank(headline: dict[str, Any]) -> tuple[float, ...]:
+  """Sort key of a scorecard, best first: the share of falls, then the velocity and yaw-rate errors."""
+  share = headline["falls"] / max(int(headline["episodes"]), 1)
+  return (share, float(headline["tracking_error_mps"]), float(headline["yaw_rate_error_radps"]))
+
+
+def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any]) -> bool:
+  """Keeps `run_dir/best_policy.onnx` the scored checkpoint with the best `rank`.
+
+  Copies `step_dir/policy.onnx` and writes `best_score.json` (the card, with
+  the checkpoint's name) when `card` ranks better than the recorded best, or
+  none is recorded; a tie keeps the earlier one. The copy survives checkpoint
+  pruning (`keep_last`). Returns True when the best changed.
+  """
+  import shutil
+
+  run_dir, step_dir = Path(run_dir), Path(step_dir)
+  best_score = run_dir / BEST_SCORE
+  if best_score.is_file():
+    try:
+      previous = json.loads(best_score.read_text())
+      if rank(previous["headline"]) <= rank(card["headline"]):
+        return False
+    except (ValueError, KeyError, TypeError):
+      logger.warning("%s is unreadable; replacing it", best_score)
+  # Each file is written aside and renamed: never half-written under its final name.
+  partial = run_dir / f"{BEST_POLICY}.partial"
+  shutil.copyfile(step_dir / "policy.onnx", partial)
+  os.replace(partial, run_dir / BEST_POLICY)
+  partial = run_dir / f"{BEST_SCORE}.partial"
+  partial.write_text(json.dumps(dict(card, checkpoint=step_dir.name), indent=2) + "\n")
+  os.replace(partial, best_score)
+  return True
+
+
 def tensorboard_scalars(card: dict[str, Any]) -> dict[str, float]:
   """The headline as `score/*` scalars."""
   h = card["headline"]
@@ -630,6 +702,14 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--clean", action="store_true", help="no domain randomization, sensor noise or delays")
   parser.add_argument("--pushes", action="store_true", help="add the training env's random pushes")
   parser.add_argument("--task", help="scene (default: the policy's own)")
+  parser.add_argument(
+    "--set",
+    dest="overrides",
+    action="append",
+    default=[],
+    metavar="KEY=VALUE",
+    help="change the run's env config before playing, e.g. domain_randomization.com_offset=0.05 (repeatable)",
+  )
   parser.add_argument("--output", help="directory for score.json and score.png (default: next to the policy)")
   args = parser.parse_args(argv)
   from playground.common import checkpointing
@@ -641,8 +721,11 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     if args.seeds < 1:
       raise ScoreError(f"--seeds must be at least 1, got {args.seeds}")
+    overrides = config_lib.parse_overrides(args.overrides)
     policy_path, env_config, out_dir = resolve_policy(args.path)
-    card = score(policy_path, env_config, args.seeds, args.clean, args.seed, args.task, pushes=args.pushes)
+    card = score(
+      policy_path, env_config, args.seeds, args.clean, args.seed, args.task, pushes=args.pushes, overrides=overrides
+    )
   except (ScoreError, checkpointing.CheckpointError, onnx_export.ExportError, config_lib.ConfigError) as e:
     sys.stderr.write(f"error: {e}\n")
     return 2
@@ -651,7 +734,11 @@ def main(argv: Sequence[str] | None = None) -> int:
       sys.stderr.write(f"error: {args.path} is not a readable ONNX policy: {str(e).splitlines()[0][:200]}\n")
       return 2
     raise
-  stem = "score" if Path(args.path).is_dir() else f"{policy_path.stem}_score"
+  # Other conditions than the training ones never overwrite the run's own score.json.
+  conditions = (("_clean", args.clean), ("_pushes", args.pushes), ("_set", bool(overrides)))
+  stem = ("score" if Path(args.path).is_dir() else f"{policy_path.stem}_score") + "".join(
+    suffix for suffix, on in conditions if on
+  )
   json_path, png_path = write(card, Path(args.output) if args.output else out_dir, stem)
   print(table(card))
   logger.info("wrote %s and %s (%.1f s)", json_path, png_path, card["wall_time_s"])

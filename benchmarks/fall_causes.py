@@ -1,0 +1,74 @@
+"""What makes a policy fall on the scorecard: one disturbance at a time turned off.
+
+Scores one policy (a run, a checkpoint or an .onnx file, as `score.py` takes)
+on the scorecard suite under the run's own conditions, then again with each
+disturbance removed in turn (sensor noise, delays, all randomization, and each
+randomization range) and with a sweep of trunk centre-of-mass offset ranges.
+The same seeds draw the same models, noise and delays in every variant, so a
+fall that disappears when one disturbance is removed is caused by it. Also
+lists, for the run's own conditions, the trunk offset of every model that fell.
+
+  uv run python -m benchmarks.fall_causes checkpoints/ttwC/runs/walk/000008028160 --seeds 6
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from benchmarks.common import emit
+from benchmarks.common import machine
+
+#: Variant name -> `--set` overrides (on top of the run's env config).
+VARIANTS: dict[str, tuple[tuple[str, str], ...]] = {
+  "as_trained": (),
+  "no_sensor_noise": (("noise_config.level", "0.0"),),
+  "no_delays": (("delay.action_steps", "[0,0]"), ("delay.imu_steps", "[0,0]")),
+  "no_randomization": (("domain_randomization.enabled", "false"),),
+  "no_com_offset": (("domain_randomization.com_offset", "0.0"),),
+  "no_joint_offset": (("domain_randomization.joint_offset", "0.0"),),
+  "fixed_floor_friction": (("domain_randomization.floor_friction", "[1.0,1.0]"),),
+  "fixed_kp": (("domain_randomization.kp_scale", "[1.0,1.0]"), ("domain_randomization.head_kp_scale", "[1.0,1.0]")),
+  "fixed_masses": (
+    ("domain_randomization.link_mass_scale", "[1.0,1.0]"),
+    ("domain_randomization.trunk_extra_mass", "[0.0,0.0]"),
+  ),
+}
+COM_SWEEP = (0.02, 0.03, 0.04, 0.05)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("path", help="run directory, checkpoint directory or .onnx file")
+  parser.add_argument("--seeds", type=int, default=6, help="episodes per command")
+  parser.add_argument("--no_sweep", action="store_true", help="skip the centre-of-mass range sweep")
+  args = parser.parse_args()
+  from playground.open_duck_mini_v2 import score
+
+  policy, env_config, _ = score.resolve_policy(Path(args.path))
+  trained_com = (env_config or {}).get("domain_randomization", {}).get("com_offset")
+  variants = dict(VARIANTS)
+  if not args.no_sweep:
+    for com in COM_SWEEP:
+      variants[f"com_offset_{com}"] = (("domain_randomization.com_offset", str(com)),)
+  results, fallen = {}, []
+  for name, overrides in variants.items():
+    card = score.score(policy, env_config, seeds=args.seeds, overrides=overrides)
+    results[name] = card["headline"]
+    if name == "as_trained":
+      fallen = [e for e in card["episodes"] if e["fell"]]
+  emit(
+    {
+      "benchmark": "fall_causes",
+      "machine": machine(),
+      "policy": str(policy),
+      "trained_com_offset": trained_com,
+      "seeds": args.seeds,
+      "variants": results,
+      "falls_as_trained": fallen,
+    }
+  )
+
+
+if __name__ == "__main__":
+  main()
