@@ -379,3 +379,14 @@ def test_cpu_preset_narrows_the_trunk_com_offset_and_full_keeps_the_robot_level(
   assert com("joystick", "cpu", "domain_randomization.com_offset=0.05") == pytest.approx(0.05)
   for preset in ("full", "quick"):
     assert com("joystick", preset) == pytest.approx(0.05)
+
+
+def test_cpu_preset_charges_falls_and_the_others_keep_the_env_default():
+  def termination(preset, *overrides):
+    args = RunArgs(env="joystick", task="flat_terrain", preset=preset, overrides=list(overrides))
+    return OpenDuckMiniV2Runner(args).resolve_config().env_config.reward_config.scales.termination
+
+  assert termination("cpu") == pytest.approx(-200.0)
+  assert termination("cpu", "reward_config.scales.termination=0") == 0.0
+  for preset in ("full", "quick", "smoke"):
+    assert termination(preset) == 0.0
