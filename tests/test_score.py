@@ -192,3 +192,12 @@ def test_score_config_keeps_the_training_disturbances_unless_clean():
   assert wider.domain_randomization.com_offset == 0.05 and wider.noise_config.level == 0.5
   with pytest.raises(config_lib.ConfigError, match="domain_randomization.com_offset"):
     score.score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_ofset", "0.05")])
+
+
+def test_an_onnx_file_takes_its_run_s_env_config_when_one_is_next_to_it(tmp_path):
+  policy = write_policy(tmp_path / "best_policy.onnx")
+  assert score.resolve_policy(policy)[1] is None  # a bare file: the env's defaults
+  (tmp_path / "config.json").write_text(json.dumps({"env_config": {"episode_length": 7}}))
+  assert score.resolve_policy(policy)[1] == {"episode_length": 7}
+  (tmp_path / "config.json").write_text("not json")
+  assert score.resolve_policy(policy)[1] is None

@@ -145,8 +145,13 @@ def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any] | None, Path]
     if path.suffix != ".onnx":
       raise ScoreError(f"{path} is not an .onnx file, a checkpoint directory or a run directory")
     # A run's best_policy.onnx plays under its run's config.
+    env_config = None
     record = path.parent / "config.json"
-    env_config = json.loads(record.read_text()).get("env_config") if record.is_file() else None
+    if record.is_file():
+      try:
+        env_config = json.loads(record.read_text()).get("env_config")
+      except (ValueError, AttributeError):  # not a run's record: play with the defaults
+        env_config = None
     return path, env_config, path.parent
   step_dir = checkpointing.resolve(path)
   onnx_path = step_dir / "policy.onnx"
