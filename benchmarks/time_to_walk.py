@@ -28,6 +28,7 @@ from pathlib import Path
 from benchmarks.common import emit
 from benchmarks.common import machine
 from playground.common import checkpointing
+from playground.common import config as config_lib
 
 RUNNER = Path(__file__).resolve().parents[1] / "playground" / "open_duck_mini_v2" / "runner.py"
 TARGET = {"falls": 0, "vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3}
@@ -120,19 +121,15 @@ def main() -> None:
   parser.add_argument(
     "--work_dir", help="keep the run and its cache here (must not exist) instead of a temporary folder"
   )
-  parser.add_argument(
+  config_lib.add_override_argument(
+    parser,
     "--score_set",
-    action="append",
-    default=[],
-    metavar="KEY=VALUE",
     help="score under a changed env config, e.g. domain_randomization.com_offset=0.05 (repeatable)",
   )
   parser.add_argument("runner_args", nargs="*", help="extra runner flags after --, e.g. -- --num_timesteps 8000000")
   args = parser.parse_args()
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  from playground.common import config as config_lib
-
-  overrides = config_lib.parse_overrides(args.score_set)
+  overrides = config_lib.parse_overrides(args.overrides)
   if args.run_dir:
     run_dir = Path(args.run_dir)
     started = args.started_at
@@ -163,7 +160,7 @@ def main() -> None:
       "source": source,
       "target": TARGET,
       "seeds": args.seeds,
-      "score_overrides": args.score_set,
+      "score_overrides": args.overrides,
       "checkpoints": rows,
       "first_walking_checkpoint": first,
       "png": args.png,

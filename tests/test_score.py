@@ -155,7 +155,7 @@ def test_the_run_keeps_the_policy_with_the_fewest_falls_then_the_smallest_tracki
   assert score.update_best(tmp_path, steps["000000000400"], card(1, 0.16))  # same falls: the smaller error
   assert not score.update_best(tmp_path, steps["000000000100"], card(4, 0.10, episodes=54))  # shares, not counts
   assert best() == ("000000000400", b"000000000400")
-  assert not list(tmp_path.glob("*.partial"))
+  assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
 
 
 def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_ranges():

@@ -53,13 +53,8 @@ def build_parser(runner_cls: type[BaseRunner]) -> argparse.ArgumentParser:
   parser.add_argument("--output_dir", default="checkpoints", help="parent of run directories")
   parser.add_argument("--exp_name", help="run directory name (default: robot_env_task_timestamp)")
   parser.add_argument("--seed", type=int, default=0)
-  parser.add_argument(
-    "--set",
-    dest="overrides",
-    action="append",
-    default=[],
-    metavar="KEY=VALUE",
-    help="config override, e.g. reward_config.scales.alive=10 or ppo.learning_rate=1e-4",
+  config_lib.add_override_argument(
+    parser, help="config override, e.g. reward_config.scales.alive=10 or ppo.learning_rate=1e-4"
   )
   parser.add_argument(
     "--resume",

@@ -116,6 +116,11 @@ def parse_overrides(overrides: Sequence[str]) -> list[tuple[str, str]]:
   return pairs
 
 
+def add_override_argument(parser: Any, flag: str = "--set", help: str = "config override (repeatable)") -> None:
+  """Adds the repeatable `KEY=VALUE` override flag (`args.overrides`) that `parse_overrides` reads."""
+  parser.add_argument(flag, dest="overrides", action="append", default=[], metavar="KEY=VALUE", help=help)
+
+
 def apply_overrides(config: config_dict.ConfigDict, overrides: Sequence[tuple[str, str]]) -> config_dict.ConfigDict:
   """Returns a copy of `config` with typed `(key, raw_value)` overrides applied.
 

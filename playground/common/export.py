@@ -8,7 +8,6 @@ file says about its robot. Exporting a checkpoint from its run directory is
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +18,7 @@ import numpy as np
 
 import playground
 from playground.common import onnx_export
+from playground.common import run_dirs
 
 if TYPE_CHECKING:
   from ml_collections import config_dict
@@ -71,10 +71,7 @@ def export(
     network_policy = policy
     policy = lambda obs: network_policy(obs) + np.asarray(offsets(obs))  # noqa: E731
   diff = onnx_export.verify_parity(model, policy, mean, std)
-  path = Path(path)
-  tmp = path.with_name(f".{path.name}.tmp")
-  tmp.write_bytes(model.SerializeToString())
-  os.replace(tmp, path)
+  run_dirs.write_atomic(Path(path), model.SerializeToString())
   return diff
 
 

@@ -156,6 +156,14 @@ def is_complete(path: Path) -> bool:
   return STEP_DIR_PATTERN.match(path.name) is not None and (path / META_FILE).is_file() and (path / STATE_DIR).is_dir()
 
 
+def write_atomic(path: Path, data: bytes) -> None:
+  """Writes `data` to `path` through a hidden temporary file and a rename: never half-written."""
+  path = Path(path)
+  tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+  tmp.write_bytes(data)
+  os.replace(tmp, path)
+
+
 def list_checkpoints(run_dir: Path) -> list[Path]:
   """Complete checkpoints of a run, oldest first."""
   run_dir = Path(run_dir)

@@ -44,6 +44,8 @@ from typing import Any
 
 import jax
 
+from playground.common import run_dirs
+
 logger = logging.getLogger("playground")
 
 FORMAT_VERSION = 1
@@ -224,9 +226,7 @@ def _read(path: Path):
 def _write(path: Path, data: bytes) -> None:
   try:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    run_dirs.write_atomic(path, data)
   except OSError as e:
     logger.warning("could not write step cache entry %s: %s", path, e)
 

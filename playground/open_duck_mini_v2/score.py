@@ -660,7 +660,7 @@ def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any]) -> bool:
   none is recorded; a tie keeps the earlier one. The copy survives checkpoint
   pruning (`keep_last`). Returns True when the best changed.
   """
-  import shutil
+  from playground.common import run_dirs
 
   run_dir, step_dir = Path(run_dir), Path(step_dir)
   best_score = run_dir / BEST_SCORE
@@ -671,13 +671,8 @@ def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any]) -> bool:
         return False
     except (ValueError, KeyError, TypeError):
       logger.warning("%s is unreadable; replacing it", best_score)
-  # Each file is written aside and renamed: never half-written under its final name.
-  partial = run_dir / f"{BEST_POLICY}.partial"
-  shutil.copyfile(step_dir / "policy.onnx", partial)
-  os.replace(partial, run_dir / BEST_POLICY)
-  partial = run_dir / f"{BEST_SCORE}.partial"
-  partial.write_text(json.dumps(dict(card, checkpoint=step_dir.name), indent=2) + "\n")
-  os.replace(partial, best_score)
+  run_dirs.write_atomic(run_dir / BEST_POLICY, (step_dir / "policy.onnx").read_bytes())
+  run_dirs.write_atomic(best_score, (json.dumps(dict(card, checkpoint=step_dir.name), indent=2) + "\n").encode())
   return True
 
 
@@ -698,6 +693,8 @@ def tensorboard_scalars(card: dict[str, Any]) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
   """Command-line entry point."""
+  from playground.common import config as config_lib
+
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
   parser = argparse.ArgumentParser(description="Score an Open Duck Mini V2 policy on a fixed command suite.")
@@ -707,18 +704,12 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--clean", action="store_true", help="no domain randomization, sensor noise or delays")
   parser.add_argument("--pushes", action="store_true", help="add the training env's random pushes")
   parser.add_argument("--task", help="scene (default: the policy's own)")
-  parser.add_argument(
-    "--set",
-    dest="overrides",
-    action="append",
-    default=[],
-    metavar="KEY=VALUE",
-    help="change the run's env config before playing, e.g. domain_randomization.com_offset=0.05 (repeatable)",
+  config_lib.add_override_argument(
+    parser, help="change the run's env config before playing, e.g. domain_randomization.com_offset=0.05 (repeatable)"
   )
   parser.add_argument("--output", help="directory for score.json and score.png (default: next to the policy)")
   args = parser.parse_args(argv)
   from playground.common import checkpointing
-  from playground.common import config as config_lib
   from playground.common import onnx_export
   from playground.common.runner import setup_compilation_cache
 
