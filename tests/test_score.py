@@ -84,6 +84,23 @@ def test_a_leaning_policy_is_measured_moving_or_falling(tmp_path):
   assert stand["falls"] == 1 or stand["distance_m"] > 0.05
 
 
+def test_the_scorecard_names_the_joints_held_at_a_range_end(tmp_path):
+  # Knee targets past the upper end of the range (home 1.37 + 0.25 rad, the
+  # range ends at 1.571): both knees sit at the limit, no other joint does.
+  knees = np.zeros(14, np.float32)
+  knees[[3, 12]] = 3.0
+  commands = score.suite()[:1]
+  bent = score.score(write_policy(tmp_path / "knees.onnx", bias=knees), seeds=1, clean=True, commands=commands)
+  home = score.score(write_policy(tmp_path / "home.onnx"), seeds=1, clean=True, commands=commands)
+  by_joint = bent["commands"]["stand"]["joint_limit_by_joint"]
+  assert set(by_joint) == {"left_knee", "right_knee"} and min(by_joint.values()) > 0.9, by_joint
+  assert bent["commands"]["stand"]["joint_limit_share"] > 0.9
+  assert home["commands"]["stand"]["joint_limit_by_joint"] == {}
+  assert home["commands"]["stand"]["joint_limit_share"] == 0.0
+  assert "range end for at least a quarter of the time: stand (left_knee 1.00, right_knee 1.00)" in score.table(bent)
+  assert "range end" not in score.table(home)
+
+
 @pytest.mark.parametrize(
   "change, expected",
   [

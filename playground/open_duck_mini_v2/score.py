@@ -52,6 +52,8 @@ SETTLE_S = 1.0
 SCRIPT_DURATION_S = 20.0
 #: A joint closer than this to a limit of its range counts as a limit hit.
 JOINT_LIMIT_MARGIN = 0.02
+#: The table names a joint that is at a limit for at least this share of a command's time.
+LIMIT_REPORT_SHARE = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -355,6 +357,7 @@ def play(
   info, obs = stepper.start(keys[0], model_views, views(), jp.asarray(schedule[0]))
 
   jnt_range = np.stack([m.jnt_range[m.actuator_trnid[:, 0]] for m in models])
+  jnt_qpos = np.stack([m.jnt_qposadr[m.actuator_trnid[:, 0]] for m in models])
   root = ids.root_body
   cfg_term = config.termination
   alive = np.ones(n, bool)
@@ -371,6 +374,7 @@ def play(
 
   push_at = next_push(np.zeros(n, int))
   sums = {k: np.zeros(n) for k in ("slip", "limit", "smooth", "power")}
+  limit_by_joint = np.zeros((n, len(ids.home_ctrl)))
   cmd_log = np.zeros((total, n, 3))
   vel_log = np.zeros((total, n, 3))
   used = np.zeros((total, n), bool)
@@ -410,11 +414,13 @@ def play(
       used[t] = measured
       feet_vel = r.feet_vel.reshape(n, 2, 3)
       slip = np.sum(np.linalg.norm(feet_vel[:, :, :2], axis=-1) * (r.feet_contacts > 0.5), axis=-1)
-      q = r.joint_pos + ids.home_ctrl
+      # The true joint angles (not the encoders', which carry the servo offsets).
+      q = np.stack([d.qpos[a] for d, a in zip(datas, jnt_qpos)])
       near = (q < jnt_range[:, :, 0] + JOINT_LIMIT_MARGIN) | (q > jnt_range[:, :, 1] - JOINT_LIMIT_MARGIN)
       w = measured.astype(float)
       sums["slip"] += w * slip
       sums["limit"] += w * near.any(axis=-1)
+      limit_by_joint += w[:, None] * near
       sums["smooth"] += w * np.mean(np.abs(action - last_action), axis=-1)
       sums["power"] += w * np.sum(np.abs(r.actuator_force * r.joint_vel), axis=-1)
       counted += w
@@ -435,6 +441,11 @@ def play(
         distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
         foot_slip_mps=mean("slip"),
         joint_limit_share=mean("limit"),
+        joint_limit_by_joint={
+          name: round(float(limit_by_joint[i, j] / counted[i]), 3)
+          for j, name in enumerate(consts.ACTUATOR_NAMES)
+          if counted[i] and limit_by_joint[i, j]
+        },
         action_smoothness=mean("smooth"),
         power_w=mean("power"),
       )
@@ -444,6 +455,13 @@ def play(
 
 def _mean(values) -> float:
   return float(np.mean(values)) if len(values) else float("nan")
+
+
+def _limit_by_joint(episodes: list[dict[str, Any]]) -> dict[str, float]:
+  """Mean over `episodes` of each joint's limit share, largest first; zeros left out."""
+  names = {name for e in episodes for name in e.get("joint_limit_by_joint", {})}
+  shares = {n: round(_mean([e.get("joint_limit_by_joint", {}).get(n, 0.0) for e in episodes]), 3) for n in names}
+  return dict(sorted(((n, v) for n, v in shares.items() if v), key=lambda kv: (-kv[1], kv[0])))
 
 
 def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command]) -> dict[str, Any]:
@@ -465,6 +483,9 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command]) -> di
       "distance_m": _mean([e["distance_m"] for e in eps]),
       "foot_slip_mps": _mean([e["foot_slip_mps"] for e in eps]),
       "joint_limit_share": _mean([e["joint_limit_share"] for e in eps]),
+      # Share of the time each joint is within JOINT_LIMIT_MARGIN of a range end
+      # (joints that never are are left out).
+      "joint_limit_by_joint": _limit_by_joint(eps),
       "action_smoothness": _mean([e["action_smoothness"] for e in eps]),
       "power_w": _mean([e["power_w"] for e in eps]),
     }
@@ -582,6 +603,13 @@ def table(card: dict[str, Any]) -> str:
       f"{c['lin_vel_error_mps']:>7.3f}{c['yaw_rate_error_radps']:>7.2f}{c['distance_m']:>7.2f}"
       f"{c['foot_slip_mps']:>6.3f}{c['joint_limit_share']:>6.2f}{c['action_smoothness']:>6.3f}{c['power_w']:>6.2f}"
     )
+  held = [
+    f"{name} ({', '.join(f'{j} {v:.2f}' for j, v in c['joint_limit_by_joint'].items() if v >= LIMIT_REPORT_SHARE)})"
+    for name, c in card["commands"].items()
+    if any(v >= LIMIT_REPORT_SHARE for v in c.get("joint_limit_by_joint", {}).values())
+  ]
+  if held:
+    lines.append("joints at a range end for at least a quarter of the time: " + "; ".join(held))
   lines.append(headline_line(card))
   return "\n".join(lines)
 
