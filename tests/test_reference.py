@@ -308,3 +308,18 @@ def test_stride_gain_lengthens_the_steps_not_the_commanded_velocity(ik):
   np.testing.assert_allclose(  # nothing changes at a zero command
     rm.generate_cycle(ik, (0.0, 0.0, 0.0), longer), rm.generate_cycle(ik, (0.0, 0.0, 0.0), config), atol=1e-9
   )
+
+
+def test_a_free_foot_roll_steps_as_far_sideways_as_planned(ik):
+  # No ankle roll: a level sole limits sideways steps; with foot_roll_weight 0
+  # the foot lands where planned (1.5 x 0.1 m/s x 0.27 s stance = 4 cm).
+  def left_foot_y(weight):
+    config = rm.default_config()
+    config.foot_roll_weight = weight
+    frames = rm.generate_cycle(ik, (0.0, 0.1, 0.0), config)
+    left = [consts.ACTUATOR_NAMES.index(n) for n in rm.LEGS["left"]]
+    return np.array([ik.foot_position("left", q)[1] for q in frames[:, SL["joint_pos"]][:, left]])
+
+  planned = 1.5 * 0.1 * 0.27
+  assert np.ptp(left_foot_y(0.0)) == pytest.approx(planned, rel=0.02)
+  assert np.ptp(left_foot_y(0.3)) < 0.4 * planned  # the default keeps the sole level instead (1 cm measured)

@@ -83,6 +83,8 @@ def default_config() -> config_dict.ConfigDict:
       # topples it), and the cpu preset trained on it reaches the speed
       # target first (BENCHMARKS.md, runs ffA / ffB).
       stride_gain=1.5,
+      # Weight of the foot's roll in the leg IK (see `LegIK.solve`).
+      foot_roll_weight=0.3,
       vx=(-0.15, 0.15, 7),  # min, max, count
       vy=(-0.2, 0.2, 5),
       yaw_rate=(-1.0, 1.0, 5),
@@ -114,14 +116,31 @@ class LegIK:
         home_rot=self.data.site_xmat[site].reshape(3, 3).copy(),
       )
 
-  def solve(self, side: str, target_pos: np.ndarray, yaw: float, q0: np.ndarray, iterations: int = 50) -> np.ndarray:
+  def solve(
+    self,
+    side: str,
+    target_pos: np.ndarray,
+    yaw: float,
+    q0: np.ndarray,
+    iterations: int = 50,
+    roll_weight: float = 0.3,
+  ) -> np.ndarray:
+    """Leg joints that put the foot site at `target_pos` with the sole level at heading `yaw`.
+
+    The leg has five joints and no ankle roll, so the foot cannot both step
+    sideways and stay level: the orientation error is weighted 0.3 against
+    the position error (in metres), and its roll part (about the foot's
+    forward axis) by `roll_weight`. With 0, the foot rolls with the hip and
+    lands where it was planned.
+    """
     leg = self.legs[side]
     c, s = np.cos(yaw), np.sin(yaw)
-    target_rot = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]]) @ leg["home_rot"]
+    heading = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]])
+    target_rot = heading @ leg["home_rot"]
     q = q0.copy()
     jacp = np.zeros((3, self.model.nv))
     jacr = np.zeros((3, self.model.nv))
-    weights = np.array([1.0, 1.0, 1.0, 0.3, 0.3, 0.3])
+    weights = np.array([1.0, 1.0, 1.0, roll_weight, 0.3, 0.3])
     for _ in range(iterations):
       self.data.qpos[leg["qpos"]] = q
       mujoco.mj_kinematics(self.model, self.data)
@@ -132,11 +151,12 @@ class LegIK:
       quat_err = np.zeros(4)
       mujoco.mju_mat2Quat(quat_err, (target_rot @ rot.T).ravel())
       mujoco.mju_quat2Vel(err_rot, quat_err, 1.0)
-      err = np.concatenate([target_pos - pos, err_rot]) * weights
+      # Rotation error and Jacobian in the heading frame: x is the roll axis.
+      err = np.concatenate([target_pos - pos, heading.T @ err_rot]) * weights
       if np.linalg.norm(err) < 1e-7:
         break
       mujoco.mj_jacSite(self.model, self.data, jacp, jacr, leg["site"])
-      jac = np.concatenate([jacp[:, leg["dof"]], jacr[:, leg["dof"]]]) * weights[:, None]
+      jac = np.concatenate([jacp[:, leg["dof"]], heading.T @ jacr[:, leg["dof"]]]) * weights[:, None]
       dq = np.linalg.solve(jac.T @ jac + 1e-6 * np.eye(5), jac.T @ err)
       q = np.clip(q + dq, leg["lower"], leg["upper"])
     return q
@@ -217,7 +237,7 @@ def generate_cycle(ik: LegIK, command: Sequence[float], cfg: config_dict.ConfigD
     # Two passes over the period so the warm start is periodic too.
     for _ in range(2):
       for k in range(n):
-        q = ik.solve(side, positions[k], yaws[k], q)
+        q = ik.solve(side, positions[k], yaws[k], q, roll_weight=float(cfg.foot_roll_weight))
         for name, value in zip(LEGS[side], q):
           joint_pos[k, joint_ids[name]] = value
   for name in consts.HEAD_JOINT_NAMES:
