@@ -323,3 +323,21 @@ def test_a_free_foot_roll_steps_as_far_sideways_as_planned(ik):
   planned = 1.5 * 0.1 * 0.27
   assert np.ptp(left_foot_y(0.0)) == pytest.approx(planned, rel=0.02)
   assert np.ptp(left_foot_y(0.3)) < 0.4 * planned  # the default keeps the sole level instead (1 cm measured)
+
+
+def test_sideways_sway_grows_with_the_sideways_command_only(ik):
+  config = rm.default_config()
+  config.foot_roll_weight = 0.0
+  swaying = config.copy_and_resolve_references()
+  swaying.sideways_sway = -0.1
+  for command in ((0.1, 0.0, 0.0), (0.0, 0.0, 0.5)):  # forward and turning gaits keep theirs
+    np.testing.assert_allclose(
+      rm.generate_cycle(ik, command, swaying), rm.generate_cycle(ik, command, config), rtol=0, atol=1e-9
+    )
+  # At vy = 0.1 m/s the base sways 1 cm (the base velocity carries it), away from the stance foot.
+  frames = rm.generate_cycle(ik, (0.0, 0.1, 0.0), swaying)
+  vy = frames[:, SL["base_linvel"]][:, 1]
+  assert np.ptp(vy) == pytest.approx(2 * 0.01 * 2 * np.pi / 0.54, rel=0.01)  # 27 samples of a cosine
+  left_contact = frames[:, SL["foot_contacts"]][:, 0] > 0.5
+  sway = np.cumsum(vy - 0.1) / 50
+  assert np.mean(sway[left_contact]) < np.mean(sway[~left_contact])  # further right while the left foot stands
