@@ -61,7 +61,7 @@ def test_a_zero_action_policy_stands_and_does_not_walk(zero_card):
   # With randomization, noise and delays on, holding the home pose keeps the duck up...
   assert h["falls"] == 0 and h["episodes"] == len(score.suite())
   # ...and it goes nowhere, whatever the command.
-  assert abs(h["vx_at_0.1"]) < 0.02
+  assert abs(h["vx_at_0.1"]) < 0.02 and abs(h["vy_at_0.1"]) < 0.02
   assert abs(h["yaw_rate_at_0.5"]) < 0.1
   assert card["commands"]["forward_0.1"]["lin_vel_error_mps"] > 0.08
   assert card["commands"]["turn_left_0.5"]["yaw_rate_error_radps"] > 0.4
@@ -82,6 +82,31 @@ def test_a_leaning_policy_is_measured_moving_or_falling(tmp_path):
   card = score.score(policy, seeds=1, clean=True, commands=commands)
   stand = card["commands"]["stand"]
   assert stand["falls"] == 1 or stand["distance_m"] > 0.05
+
+
+def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
+  commands = [c for c in score.suite() if c.name in ("left_0.1", "right_0.1", "forward_0.1")]
+
+  def episode(name, vel):
+    command = next(c for c in commands if c.name == name)
+    n = 10
+    return dict(
+      command=name, seed=0, fell=False, survival_s=8.0, distance_m=0.1, foot_slip_mps=0.0, joint_limit_share=0.0,
+      action_smoothness=0.0, power_w=0.0, cmd=np.tile(command.at(0.0)[:3], (n, 1)), vel=np.tile(vel, (n, 1)),
+    )  # fmt: skip
+
+  card = score.summarize(
+    [
+      episode("left_0.1", [0.0, 0.05, 0.0]),
+      episode("right_0.1", [0.0, -0.03, 0.0]),
+      episode("forward_0.1", [0.07, 0.0, 0.0]),
+    ],
+    commands,
+  )
+  assert card["headline"]["vy_at_0.1"] == pytest.approx(0.04)  # (0.05 + 0.03) / 2
+  assert card["headline"]["vx_at_0.1"] == pytest.approx(0.07)
+  assert score.tensorboard_scalars(card)["score/vy_at_0.1"] == pytest.approx(0.04)
+  assert "sideways at 0.1 m/s command 0.040 m/s" in score.headline_line(card)
 
 
 def test_the_scorecard_names_the_joints_held_at_a_range_end(tmp_path):
@@ -138,7 +163,13 @@ def test_the_runner_scores_every_checkpoint_into_tensorboard(smoke_run):
   assert card["seeds"] == 2 and card["training_step"] == 2560
   assert (step_dir / "score.png").is_file()
   scalars = read_scalars(run_dir)
-  for name in ("score/falls", "score/tracking_error_mps", "score/vx_at_0.1", "score/yaw_rate_at_0.5"):
+  for name in (
+    "score/falls",
+    "score/tracking_error_mps",
+    "score/vx_at_0.1",
+    "score/vy_at_0.1",
+    "score/yaw_rate_at_0.5",
+  ):
     assert name in scalars, sorted(scalars)
   assert scalars["score/falls"][-1][1] == card["headline"]["falls"]
   best = json.loads((run_dir / score.BEST_SCORE).read_text())

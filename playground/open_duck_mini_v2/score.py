@@ -499,6 +499,11 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command]) -> di
   }
   if "forward_0.1" in per_command:
     headline["vx_at_0.1"] = per_command["forward_0.1"]["achieved"]["vx"]
+  if "left_0.1" in per_command and "right_0.1" in per_command:
+    # Sideways speed in the commanded direction, both ways averaged.
+    left = per_command["left_0.1"]["achieved"]["vy"]
+    right = per_command["right_0.1"]["achieved"]["vy"]
+    headline["vy_at_0.1"] = round((left - right) / 2, 4)
   if "turn_left_0.5" in per_command and "turn_right_0.5" in per_command:
     left = per_command["turn_left_0.5"]["achieved"]["yaw_rate"]
     right = per_command["turn_right_0.5"]["achieved"]["yaw_rate"]
@@ -624,6 +629,8 @@ def headline_line(card: dict[str, Any]) -> str:
   ]
   if "vx_at_0.1" in h:
     parts.append(f"vx at 0.1 m/s command {h['vx_at_0.1']:.3f} m/s")
+  if "vy_at_0.1" in h:
+    parts.append(f"sideways at 0.1 m/s command {h['vy_at_0.1']:.3f} m/s")
   if "yaw_rate_at_0.5" in h:
     parts.append(f"yaw rate at 0.5 rad/s command {h['yaw_rate_at_0.5']:.2f} rad/s")
   return "score: " + ", ".join(parts)
@@ -713,7 +720,7 @@ def tensorboard_scalars(card: dict[str, Any]) -> dict[str, float]:
     "score/tracking_error_mps": float(h["tracking_error_mps"]),
     "score/yaw_rate_error_radps": float(h["yaw_rate_error_radps"]),
   }
-  for key in ("vx_at_0.1", "yaw_rate_at_0.5", "stand_drift_mps"):
+  for key in ("vx_at_0.1", "vy_at_0.1", "yaw_rate_at_0.5", "stand_drift_mps"):
     if key in h:
       out[f"score/{key}"] = float(h[key])
   return out
