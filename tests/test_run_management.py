@@ -189,6 +189,34 @@ def test_restore_modes_load_what_they_claim(smoke_run):
     assert_trees_equal(arrays(ts.params.value), source["params"]["value"])
 
 
+def test_fine_tuning_under_another_reward_set_takes_the_weights(smoke_run, tmp_path):
+  # The smoke run has no fall penalty, so its env state carries no termination
+  # reward; a fine-tune that adds one must still load the networks.
+  smoke_dir, _ = smoke_run
+  step_dir = smoke_dir / "000000002560"
+  source = load_tree(step_dir)["training_state"]
+  runner = OpenDuckMiniV2Runner(
+    RunArgs(env="joystick", task="flat_terrain", preset="smoke", overrides=("reward_config.scales.termination=-200",))
+  )
+  session = trainer.build(runner, runner.resolve_config())
+  with pytest.raises(trainer.RunError, match="cannot load checkpoint"):
+    trainer.initial_state(runner, session, step_dir, "all")  # the whole state cannot match
+  ts, _, step = trainer.initial_state(runner, session, step_dir, "model")
+  assert step == 0
+  weights = jax.tree_util.tree_map(np.asarray, jax.device_get(ts.params))
+  assert_trees_equal(weights.policy, source["params"]["policy"])
+  assert_trees_equal(weights.value, source["params"]["value"])
+  # A network of another size is refused with the array and both shapes named.
+  bigger = OpenDuckMiniV2Runner(
+    RunArgs(env="joystick", task="flat_terrain", preset="smoke", overrides=("ppo.policy_hidden_layer_sizes=[64,64]",))
+  )
+  with pytest.raises(
+    trainer.RunError,
+    match=r"params/policy\['params'\]\['hidden_0'\]\['bias'\] has shape \(32,\), this run's is \(64,\)",
+  ):
+    trainer.initial_state(bigger, trainer.build(bigger, bigger.resolve_config()), step_dir, "except-critic")
+
+
 def _start(tmp_path, name, *args):
   env = subprocess_env()
   return subprocess.Popen(

@@ -53,6 +53,7 @@ __all__ = [
   "read_meta",
   "resolve",
   "restore",
+  "restore_parts",
   "save",
   "step_dir_name",
 ]
@@ -119,11 +120,60 @@ def restore(step_dir: Path, abstract_tree: Any) -> Any:
   """
   try:
     with _checkpointer() as checkpointer:
-      state = checkpointer.restore(Path(step_dir) / STATE_DIR, serialization.to_state_dict(abstract_tree))
+      state = checkpointer.restore(Path(step_dir).absolute() / STATE_DIR, serialization.to_state_dict(abstract_tree))
     return serialization.from_state_dict(abstract_tree, state)
   except Exception as e:  # noqa: BLE001 - Orbax raises many types; all mean unloadable
-    reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-    raise CheckpointError(f"cannot load checkpoint {step_dir}: {reason[:300]}") from e
+    raise CheckpointError(f"cannot load checkpoint {step_dir}: {_reason(e)}") from e
+
+
+def restore_parts(step_dir: Path, parts: dict[str, Any]) -> dict[str, Any]:
+  """Restores only some subtrees of `step_dir`'s state, whatever the rest holds.
+
+  Args:
+    step_dir: checkpoint step directory.
+    parts: path in the saved tree ("training_state/params") -> abstract tree
+      (or a template) of what it must hold.
+
+  Returns:
+    path -> the restored subtree, in the structure of its template.
+
+  Raises:
+    CheckpointError: unreadable files, a missing part, or a part whose
+      structure or array shapes differ from the template's (named).
+  """
+  try:
+    with _checkpointer() as checkpointer:
+      saved = checkpointer.restore(Path(step_dir).absolute() / STATE_DIR)
+  except Exception as e:  # noqa: BLE001 - Orbax raises many types; all mean unloadable
+    raise CheckpointError(f"cannot load checkpoint {step_dir}: {_reason(e)}") from e
+  out = {}
+  for path, template in parts.items():
+    node = saved
+    for key in path.split("/"):
+      if not isinstance(node, dict) or key not in node:
+        raise CheckpointError(f"cannot load checkpoint {step_dir}: it has no '{path}'")
+      node = node[key]
+    expected = serialization.to_state_dict(template)
+    want = jax.tree_util.tree_flatten_with_path(expected)[0]
+    got = dict(jax.tree_util.tree_flatten_with_path(node)[0])
+    for key_path, leaf in want:
+      name = path + jax.tree_util.keystr(key_path)
+      if key_path not in got:
+        raise CheckpointError(f"cannot load checkpoint {step_dir}: it has no {name}")
+      if tuple(np.shape(got[key_path])) != tuple(np.shape(leaf)):
+        raise CheckpointError(
+          f"cannot load checkpoint {step_dir}: {name} has shape {tuple(np.shape(got[key_path]))}, "
+          f"this run's is {tuple(np.shape(leaf))} (another network size?)"
+        )
+    if len(got) != len(want):
+      raise CheckpointError(f"cannot load checkpoint {step_dir}: {path} holds other arrays than this run's")
+    out[path] = serialization.from_state_dict(template, node)
+  return out
+
+
+def _reason(e: Exception) -> str:
+  """An exception's message on one line, at most 300 characters."""
+  return " ".join(str(e).split())[:300] or type(e).__name__
 
 
 def prune(run_dir: Path, keep_last: int) -> None:

@@ -235,6 +235,8 @@ def restore(
   # Every process reads the whole checkpoint onto its first device, then
   # keeps the replicated training state and its own share of the envs.
   local_ts = distributed.host_local(ts)
+  if mode != "all":
+    return _restore_weights(session, local_ts, restore_dir, mode)
   placeholder = ppo.env_state_template()
   template = {"training_state": local_ts, "env_state": venv.compact(placeholder)}
   try:
@@ -242,23 +244,41 @@ def restore(
   except checkpointing.CheckpointError as e:
     raise RunError(str(e)) from None
   saved_ts = tree["training_state"]
-  if mode == "all":
-    full = venv.expand(tree["env_state"], placeholder)
-    me, count = jax.process_index(), jax.process_count()
-    local = jax.tree_util.tree_map(lambda x: x[x.shape[0] * me // count : x.shape[0] * (me + 1) // count], full)
-    step = int(saved_ts.env_steps)
-    logger.info("resumed everything from %s at step %s", restore_dir, f"{step:,}")
-    return (
-      distributed.to_global(saved_ts, ppo.replicated),
-      distributed.to_global(local, ppo.sharded),
-      step,
-    )
-  params = local_ts.params.replace(policy=saved_ts.params.policy)
+  full = venv.expand(tree["env_state"], placeholder)
+  me, count = jax.process_index(), jax.process_count()
+  local = jax.tree_util.tree_map(lambda x: x[x.shape[0] * me // count : x.shape[0] * (me + 1) // count], full)
+  step = int(saved_ts.env_steps)
+  logger.info("resumed everything from %s at step %s", restore_dir, f"{step:,}")
+  return (
+    distributed.to_global(saved_ts, ppo.replicated),
+    distributed.to_global(local, ppo.sharded),
+    step,
+  )
+
+
+def _restore_weights(
+  session: Session, local_ts: ppo_lib.TrainingState, restore_dir: Path, mode: str
+) -> tuple[ppo_lib.TrainingState, training_env.EnvState, int]:
+  """`model` / `except-critic`: the networks and normalizer only.
+
+  Only those parts are read, so a checkpoint whose env state differs (another
+  reward set, randomization or env) still fine-tunes: the envs start fresh.
+  """
+  ppo = session.ppo
+  wanted = {"training_state/params/policy": local_ts.params.policy}
+  wanted["training_state/normalizer_params"] = local_ts.normalizer_params
   if mode == "model":
-    params = params.replace(value=saved_ts.params.value)
+    wanted["training_state/params/value"] = local_ts.params.value
+  try:
+    saved = checkpointing.restore_parts(restore_dir, checkpointing.abstract(wanted))
+  except checkpointing.CheckpointError as e:
+    raise RunError(str(e)) from None
+  params = local_ts.params.replace(policy=saved["training_state/params/policy"])
+  if mode == "model":
+    params = params.replace(value=saved["training_state/params/value"])
   ts = local_ts.replace(
     params=params,
-    normalizer_params=saved_ts.normalizer_params,
+    normalizer_params=saved["training_state/normalizer_params"],
     optimizer_state=ppo.optimizer.init(params),
   )
   logger.info(
