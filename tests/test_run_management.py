@@ -207,14 +207,13 @@ def test_fine_tuning_under_another_reward_set_takes_the_weights(smoke_run, tmp_p
   assert_trees_equal(weights.policy, source["params"]["policy"])
   assert_trees_equal(weights.value, source["params"]["value"])
   # A network of another size is refused with the array and both shapes named.
-  bigger = OpenDuckMiniV2Runner(
-    RunArgs(env="joystick", task="flat_terrain", preset="smoke", overrides=("ppo.policy_hidden_layer_sizes=[64,64]",))
-  )
+  wider = jax.tree_util.tree_map(lambda x: np.zeros(np.shape(x)[:-1] + (2 * np.shape(x)[-1],)), source["params"])
   with pytest.raises(
-    trainer.RunError,
-    match=r"params/policy\['params'\]\['hidden_0'\]\['bias'\] has shape \(32,\), this run's is \(64,\)",
+    checkpointing.CheckpointError, match=r"\['hidden_0'\]\['bias'\] has shape \(32,\), this run's is \(64,\)"
   ):
-    trainer.initial_state(bigger, trainer.build(bigger, bigger.resolve_config()), step_dir, "except-critic")
+    checkpointing.restore_parts(step_dir, {"training_state/params": wider})
+  with pytest.raises(checkpointing.CheckpointError, match="it has no 'training_state/params/critic'"):
+    checkpointing.restore_parts(step_dir, {"training_state/params/critic": wider})
 
 
 def _start(tmp_path, name, *args):
