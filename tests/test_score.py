@@ -109,6 +109,30 @@ def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
   assert "sideways at 0.1 m/s command 0.040 m/s" in score.headline_line(card)
 
 
+def test_tracking_errors_rank_a_swaying_walker_above_a_standing_duck():
+  # 7 s at 50 Hz of the 0.1 m/s forward command: a walker that averages 0.07
+  # m/s but whose velocity swings +-0.15 m/s within each 0.54 s gait period
+  # (as the trained CPU policies' does), and a duck that stands still.
+  t = np.arange(350) * 0.02
+  cmd = np.tile([0.1, 0.0, 0.0], (350, 1))
+  walking = np.stack([0.07 + 0.15 * np.sin(2 * np.pi * t / 0.54), 0.05 * np.cos(2 * np.pi * t / 0.54), 0 * t], -1)
+  window = int(score.TRACKING_WINDOW_S / 0.02)
+  np.testing.assert_allclose(score.trailing_mean(np.arange(5.0), 2), [0.0, 0.5, 1.5, 2.5, 3.5])
+
+  def error(vel):
+    episode = dict(
+      command="forward_0.1", seed=0, fell=False, survival_s=8.0, distance_m=0.0, foot_slip_mps=0.0,
+      joint_limit_share=0.0, action_smoothness=0.0, power_w=0.0, cmd=cmd, vel=vel,
+      cmd_avg=score.trailing_mean(cmd, window), vel_avg=score.trailing_mean(vel, window),
+    )  # fmt: skip
+    card = score.summarize([episode], [c for c in score.suite() if c.name == "forward_0.1"])
+    return card["commands"]["forward_0.1"]["lin_vel_error_mps"]
+
+  assert error(walking) < 0.05 < 0.1 == pytest.approx(error(np.zeros_like(cmd)))
+  # Instantaneous errors would rank them the other way round.
+  assert np.mean(np.linalg.norm(cmd[:, :2] - walking[:, :2], axis=1)) > 0.1
+
+
 def test_the_scorecard_names_the_joints_held_at_a_range_end(tmp_path):
   # Knee targets past the upper end of the range (home 1.37 + 0.25 rad, the
   # range ends at 1.571): both knees sit at the limit, no other joint does.

@@ -50,6 +50,10 @@ logger = logging.getLogger("playground")
 DURATION_S = 8.0
 SETTLE_S = 1.0
 SCRIPT_DURATION_S = 20.0
+#: Tracking errors compare velocities averaged over this trailing window: a
+#: walking gait's velocity swings within each 0.54 s period, and that sway is
+#: not a tracking error (instantaneous errors ranked standing above walking).
+TRACKING_WINDOW_S = 1.0
 #: A joint closer than this to a limit of its range counts as a limit hit.
 JOINT_LIMIT_MARGIN = 0.02
 #: The table names a joint that is at a limit for at least this share of a command's time.
@@ -426,6 +430,7 @@ def play(
       counted += w
     last_action = np.where(ok[:, None], action, last_action)
   out = []
+  window = max(1, int(round(TRACKING_WINDOW_S / dt)))
   for i, (command, s) in enumerate(episodes):
     mean = lambda k, i=i: float(sums[k][i] / counted[i]) if counted[i] else float("nan")  # noqa: E731
     out.append(
@@ -438,6 +443,8 @@ def play(
         trunk_com_offset_m=[round(float(v), 4) for v in models[i].body_ipos[root] - env.mj_model.body_ipos[root]],
         cmd=cmd_log[used[:, i], i],
         vel=vel_log[used[:, i], i],
+        cmd_avg=trailing_mean(cmd_log[used[:, i], i], window),
+        vel_avg=trailing_mean(vel_log[used[:, i], i], window),
         distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
         foot_slip_mps=mean("slip"),
         joint_limit_share=mean("limit"),
@@ -451,6 +458,17 @@ def play(
       )
     )
   return out
+
+
+def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
+  """Mean of each row of `x` [T, ...] and the `window - 1` before it (fewer at the start)."""
+  if len(x) == 0:
+    return x
+  csum = np.cumsum(x, axis=0)
+  out = csum.copy()
+  out[window:] = csum[window:] - csum[:-window]
+  counts = np.minimum(np.arange(1, len(x) + 1), window).reshape((-1,) + (1,) * (x.ndim - 1))
+  return out / counts
 
 
 def _mean(values) -> float:
@@ -471,6 +489,9 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command]) -> di
     eps = [e for e in episodes if e["command"] == command.name]
     cmd = np.concatenate([e["cmd"] for e in eps]) if eps else np.zeros((0, 3))
     vel = np.concatenate([e["vel"] for e in eps]) if eps else np.zeros((0, 3))
+    # Errors of the trailing-window averages (TRACKING_WINDOW_S), means of the raw values.
+    cmd_avg = np.concatenate([e.get("cmd_avg", e["cmd"]) for e in eps]) if eps else np.zeros((0, 3))
+    vel_avg = np.concatenate([e.get("vel_avg", e["vel"]) for e in eps]) if eps else np.zeros((0, 3))
     entry = {
       "episodes": len(eps),
       "falls": int(sum(e["fell"] for e in eps)),
@@ -478,8 +499,8 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command]) -> di
       "duration_s": command.duration,
       "commanded": dict(zip(("vx", "vy", "yaw_rate"), _round(np.mean(cmd, axis=0) if len(cmd) else [0.0] * 3))),
       "achieved": dict(zip(("vx", "vy", "yaw_rate"), _round(np.mean(vel, axis=0) if len(vel) else [math.nan] * 3))),
-      "lin_vel_error_mps": _mean(np.linalg.norm(cmd[:, :2] - vel[:, :2], axis=1)) if len(vel) else math.nan,
-      "yaw_rate_error_radps": _mean(np.abs(cmd[:, 2] - vel[:, 2])) if len(vel) else math.nan,
+      "lin_vel_error_mps": _mean(np.linalg.norm(cmd_avg[:, :2] - vel_avg[:, :2], axis=1)) if len(vel) else math.nan,
+      "yaw_rate_error_radps": _mean(np.abs(cmd_avg[:, 2] - vel_avg[:, 2])) if len(vel) else math.nan,
       "distance_m": _mean([e["distance_m"] for e in eps]),
       "foot_slip_mps": _mean([e["foot_slip_mps"] for e in eps]),
       "joint_limit_share": _mean([e["joint_limit_share"] for e in eps]),
