@@ -102,6 +102,7 @@ def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
       episode("forward_0.1", [0.07, 0.0, 0.0]),
     ],
     commands,
+    window=50,
   )
   assert card["headline"]["vy_at_0.1"] == pytest.approx(0.04)  # (0.05 + 0.03) / 2
   assert card["headline"]["vx_at_0.1"] == pytest.approx(0.07)
@@ -123,9 +124,8 @@ def test_tracking_errors_rank_a_swaying_walker_above_a_standing_duck():
     episode = dict(
       command="forward_0.1", seed=0, fell=False, survival_s=8.0, distance_m=0.0, foot_slip_mps=0.0,
       joint_limit_share=0.0, action_smoothness=0.0, power_w=0.0, cmd=cmd, vel=vel,
-      cmd_avg=score.trailing_mean(cmd, window), vel_avg=score.trailing_mean(vel, window),
     )  # fmt: skip
-    card = score.summarize([episode], [c for c in score.suite() if c.name == "forward_0.1"])
+    card = score.summarize([episode], [c for c in score.suite() if c.name == "forward_0.1"], window)
     return card["commands"]["forward_0.1"]["lin_vel_error_mps"]
 
   assert error(walking) < 0.05 < 0.1 == pytest.approx(error(np.zeros_like(cmd)))

@@ -430,7 +430,6 @@ def play(
       counted += w
     last_action = np.where(ok[:, None], action, last_action)
   out = []
-  window = max(1, int(round(TRACKING_WINDOW_S / dt)))
   for i, (command, s) in enumerate(episodes):
     mean = lambda k, i=i: float(sums[k][i] / counted[i]) if counted[i] else float("nan")  # noqa: E731
     out.append(
@@ -443,8 +442,6 @@ def play(
         trunk_com_offset_m=[round(float(v), 4) for v in models[i].body_ipos[root] - env.mj_model.body_ipos[root]],
         cmd=cmd_log[used[:, i], i],
         vel=vel_log[used[:, i], i],
-        cmd_avg=trailing_mean(cmd_log[used[:, i], i], window),
-        vel_avg=trailing_mean(vel_log[used[:, i], i], window),
         distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
         foot_slip_mps=mean("slip"),
         joint_limit_share=mean("limit"),
@@ -482,16 +479,20 @@ def _limit_by_joint(episodes: list[dict[str, Any]]) -> dict[str, float]:
   return dict(sorted(((n, v) for n, v in shares.items() if v), key=lambda kv: (-kv[1], kv[0])))
 
 
-def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command]) -> dict[str, Any]:
-  """Per-command means over seeds, and the headline numbers."""
+def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command], window: int) -> dict[str, Any]:
+  """Per-command means over seeds, and the headline numbers.
+
+  Tracking errors compare `window`-step trailing means of the commanded and
+  achieved velocities (`TRACKING_WINDOW_S` at the control rate).
+  """
   per_command = {}
   for command in commands:
     eps = [e for e in episodes if e["command"] == command.name]
     cmd = np.concatenate([e["cmd"] for e in eps]) if eps else np.zeros((0, 3))
     vel = np.concatenate([e["vel"] for e in eps]) if eps else np.zeros((0, 3))
-    # Errors of the trailing-window averages (TRACKING_WINDOW_S), means of the raw values.
-    cmd_avg = np.concatenate([e.get("cmd_avg", e["cmd"]) for e in eps]) if eps else np.zeros((0, 3))
-    vel_avg = np.concatenate([e.get("vel_avg", e["vel"]) for e in eps]) if eps else np.zeros((0, 3))
+    # Errors of the trailing means (per episode), means of the raw values.
+    cmd_avg = np.concatenate([trailing_mean(e["cmd"], window) for e in eps]) if eps else np.zeros((0, 3))
+    vel_avg = np.concatenate([trailing_mean(e["vel"], window) for e in eps]) if eps else np.zeros((0, 3))
     entry = {
       "episodes": len(eps),
       "falls": int(sum(e["fell"] for e in eps)),
@@ -520,15 +521,14 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command]) -> di
   }
   if "forward_0.1" in per_command:
     headline["vx_at_0.1"] = per_command["forward_0.1"]["achieved"]["vx"]
-  if "left_0.1" in per_command and "right_0.1" in per_command:
-    # Sideways speed in the commanded direction, both ways averaged.
-    left = per_command["left_0.1"]["achieved"]["vy"]
-    right = per_command["right_0.1"]["achieved"]["vy"]
-    headline["vy_at_0.1"] = round((left - right) / 2, 4)
-  if "turn_left_0.5" in per_command and "turn_right_0.5" in per_command:
-    left = per_command["turn_left_0.5"]["achieved"]["yaw_rate"]
-    right = per_command["turn_right_0.5"]["achieved"]["yaw_rate"]
-    headline["yaw_rate_at_0.5"] = round((left - right) / 2, 4)
+  # Sideways speed and yaw rate in the commanded direction, both ways averaged.
+  for key, (left, right, axis) in {
+    "vy_at_0.1": ("left_0.1", "right_0.1", "vy"),
+    "yaw_rate_at_0.5": ("turn_left_0.5", "turn_right_0.5", "yaw_rate"),
+  }.items():
+    if left in per_command and right in per_command:
+      achieved = per_command[left]["achieved"][axis] - per_command[right]["achieved"][axis]
+      headline[key] = round(achieved / 2, 4)
   if "stand" in per_command:
     headline["stand_drift_mps"] = per_command["stand"]["lin_vel_error_mps"]
   return {"headline": headline, "commands": per_command}
@@ -590,7 +590,8 @@ def score(
   commands = tuple(commands or suite())
   session = onnx_policy(policy_path, batched=True)
   episodes = play(session, _STEPPERS[cache_key], config, commands, seeds, seed, pushes)
-  card = summarize(episodes, commands)
+  dt = _STEPPERS[cache_key].env.dt
+  card = summarize(episodes, commands, window=max(1, int(round(TRACKING_WINDOW_S / dt))))
   # Which randomized model each episode ran on, to tell what makes a policy fall.
   card["episodes"] = [
     {k: e[k] for k in ("command", "seed", "fell", "survival_s", "trunk_com_offset_m")} for e in episodes
