@@ -8,12 +8,19 @@ The same seeds draw the same models, noise and delays in every variant, so a
 fall that disappears when one disturbance is removed is caused by it. Also
 lists, for the run's own conditions, the trunk offset of every model that fell.
 
+`--training_models` adds the variant `training_models`: the run's own
+conditions on the randomized models the run trained on (environments 0, 1,
+... of its seed, `training_env.randomization_keys`) instead of fresh ones.
+Falling there as often as on fresh models means the policy is not merely
+specialized to the few hundred models it saw.
+
   uv run python -m benchmarks.fall_causes checkpoints/ttwC/runs/walk/000008028160 --seeds 6
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from benchmarks.common import emit
@@ -42,21 +49,37 @@ def main() -> None:
   parser.add_argument("path", help="run directory, checkpoint directory or .onnx file")
   parser.add_argument("--seeds", type=int, default=6, help="episodes per command")
   parser.add_argument("--no_sweep", action="store_true", help="skip the centre-of-mass range sweep")
+  parser.add_argument("--training_models", action="store_true", help="also score on the run's own training models")
+  parser.add_argument("--only", nargs="*", default=None, help="variants to run (default: all)")
   args = parser.parse_args()
+  from playground.common import training_env
   from playground.open_duck_mini_v2 import score
 
-  policy, env_config, _ = score.resolve_policy(Path(args.path))
+  policy, env_config, where = score.resolve_policy(Path(args.path))
   trained_com = (env_config or {}).get("domain_randomization", {}).get("com_offset")
   variants = dict(VARIANTS)
   if not args.no_sweep:
     for com in COM_SWEEP:
       variants[f"com_offset_{com}"] = (("domain_randomization.com_offset", str(com)),)
-  results, fallen = {}, []
+  if args.training_models:
+    variants["training_models"] = ()
+  if args.only is not None:
+    unknown = sorted(set(args.only) - set(variants))
+    if unknown:
+      raise SystemExit(f"error: unknown variants {unknown}; valid: {', '.join(variants)}")
+    variants = {name: v for name, v in variants.items() if name in args.only}
+  results, fallen, falls_on_training_models = {}, [], []
   for name, overrides in variants.items():
-    card = score.score(policy, env_config, seeds=args.seeds, overrides=overrides)
+    keys = None
+    if name == "training_models":
+      episodes = len(score.suite()) * args.seeds
+      keys = training_env.randomization_keys(run_seed(Path(where)), list(range(episodes)))
+    card = score.score(policy, env_config, seeds=args.seeds, overrides=overrides, model_keys=keys)
     results[name] = card["headline"]
     if name == "as_trained":
       fallen = [e for e in card["episodes"] if e["fell"]]
+    if name == "training_models":
+      falls_on_training_models = [e for e in card["episodes"] if e["fell"]]
   emit(
     {
       "benchmark": "fall_causes",
@@ -66,8 +89,18 @@ def main() -> None:
       "seeds": args.seeds,
       "variants": results,
       "falls_as_trained": fallen,
+      "falls_on_training_models": falls_on_training_models,
     }
   )
+
+
+def run_seed(where: Path) -> int:
+  """The training seed of the run that `where` (a checkpoint or the run directory) belongs to."""
+  for directory in (where, *where.parents):
+    record = directory / "config.json"
+    if record.is_file():
+      return int(json.loads(record.read_text())["flags"]["seed"])
+  raise SystemExit(f"error: no run config.json at or above {where}: --training_models needs the run's seed")
 
 
 if __name__ == "__main__":

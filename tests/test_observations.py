@@ -104,3 +104,64 @@ def test_imu_buffer_delays_samples():
   for k in range(3):
     buffer = obs_lib.imu_push(buffer, jp.full(3, float(k)), jp.full(3, 10.0 + k))
   assert float(buffer[0, 0]) == 2.0 and float(buffer[2, 0]) == 0.0 and float(buffer[1, 3]) == 11.0
+
+
+def test_a_history_appends_34_floats_per_frame_and_is_recognized_from_metadata():
+  for frames in (0, 1, 3, obs_lib.MAX_HISTORY):
+    layout = obs_lib.state_layout(frames)
+    assert layout.size == 101 + 34 * frames
+    assert layout.fields[:9] == obs_lib.STATE_LAYOUT.fields  # the runtime's 101 floats come first, unchanged
+    assert obs_lib.history_of(layout.to_json()) == frames
+    assert obs_lib.privileged_layout(frames).size == 167 + 34 * frames
+  assert obs_lib.state_layout(0) == obs_lib.STATE_LAYOUT and "history" not in obs_lib.STATE_LAYOUT.names
+  assert obs_lib.history_of([{"name": "gyro", "start": 0, "size": 3}]) is None
+  assert obs_lib.history_of(None) is None
+  with pytest.raises(ValueError, match="0..10"):
+    obs_lib.state_layout(obs_lib.MAX_HISTORY + 1)
+
+
+def test_the_history_holds_the_previous_frames_newest_first():
+  import mujoco
+
+  from playground.open_duck_mini_v2.runner import env_class
+
+  config = base.without_disturbances(env_class("joystick").default_config())
+  config.observation_history = 2
+  env = env_class("joystick")(config=config)
+  data = mujoco.MjData(env.mj_model)
+  mujoco.mj_resetDataKeyframe(env.mj_model, data, env.mj_model.key("home").id)
+  mujoco.mj_forward(env.mj_model, data)
+  home = base.read(env.ids, env.mj_model, base.DataView.from_mjdata(data))
+  info = env.initial_info(jax.random.PRNGKey(0), home)
+  layout, frame = env.state_layout, obs_lib.HISTORY_FRAME_LAYOUT
+  assert layout.size == 101 + 2 * 34
+  frames = []
+  for k in range(4):
+    readings = home.replace(gyro=home.gyro + 0.1 * k, joint_pos=home.joint_pos + 0.01 * k, joint_vel=home.joint_vel + k)
+    obs, info = env.observe(readings, info, jax.random.PRNGKey(k))
+    state = layout.split(np.asarray(obs["state"]))
+    assert state["history"].shape == (2 * 34,) and obs["privileged_state"].shape == (167 + 2 * 34,)
+    frames.append(np.concatenate([state[name] for name in frame.names]))
+    history = state["history"].reshape(2, 34)
+    if k == 0:
+      # Before the first step the history repeats the first state's readings.
+      np.testing.assert_allclose(history, np.tile(frames[0], (2, 1)), atol=1e-6)
+    else:
+      np.testing.assert_allclose(history[0], frames[k - 1], atol=1e-6)
+      np.testing.assert_allclose(history[1], frames[max(k - 2, 0)], atol=1e-6)
+  # The frame blocks are what the actor saw: gyro moved by 0.1 and joint velocity by 1 x 0.05 per step.
+  np.testing.assert_allclose(frames[3][frame.slices["gyro"]] - frames[2][frame.slices["gyro"]], 0.1, atol=1e-5)
+  np.testing.assert_allclose(
+    frames[3][frame.slices["joint_vel"]] - frames[2][frame.slices["joint_vel"]], 0.05, atol=1e-5
+  )
+
+
+@pytest.mark.parametrize("frames", [-1, obs_lib.MAX_HISTORY + 1])
+def test_an_invalid_observation_history_is_refused(frames):
+  from playground.common import config as config_lib
+  from playground.open_duck_mini_v2.runner import env_class
+
+  config = env_class("joystick").default_config()
+  config.observation_history = frames
+  with pytest.raises(config_lib.ConfigError, match="observation_history must be a whole number of frames in 0..10"):
+    env_class("joystick")(config=config)

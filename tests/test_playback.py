@@ -95,3 +95,31 @@ def test_playback_rejects_a_missing_policy_in_one_line(tmp_path):
   result = run_cli("--onnx", tmp_path / "missing.onnx", "--duration", "0.1", script=PLAYBACK, timeout=300)
   assert result.returncode == 2 and "does not exist" in result.stderr
   assert "Traceback" not in result.stderr
+
+
+def test_a_policy_with_an_observation_history_plays_back_with_its_own_layout(tmp_path):
+  from test_score import write_policy
+
+  policy = write_policy(tmp_path / "history.onnx", history=2)
+  assert mujoco_infer.observation_history(policy) == 2
+  playback = mujoco_infer.Playback(mujoco_infer.onnx_policy(policy), "joystick", "flat_terrain", observation_history=2)
+  summary = mujoco_infer.run(playback, mujoco_infer.CommandSchedule.constant([0.0] * 7), 0.5)
+  assert summary["falls"] == 0 and np.asarray(playback.obs["state"]).shape == (101 + 2 * 34,)
+  record = tmp_path / "history.npz"
+  result = run_cli("--onnx", policy, "--duration", "0.2", "--record", record, script=PLAYBACK)
+  assert result.returncode == 0, result.stderr[-2000:]
+  assert np.load(record)["obs"].shape == (10, 101 + 2 * 34)
+  foreign = write_policy(tmp_path / "foreign.onnx", {"observation_layout": [{"name": "gyro", "start": 0, "size": 3}]})
+  with pytest.raises(ValueError, match=r"not the Open Duck Mini V2's \(101 inputs, plus 34 per history frame\)"):
+    mujoco_infer.observation_history(foreign)
+  import onnx
+
+  bare = onnx.load(str(policy))  # another project's export for the runtime: no layout in the metadata
+  kept = [p for p in bare.metadata_props if p.key != "observation_layout"]
+  del bare.metadata_props[:]
+  bare.metadata_props.extend(kept)
+  onnx.save(bare, str(tmp_path / "bare.onnx"))
+  assert mujoco_infer.observation_history(tmp_path / "bare.onnx") == 0
+  (tmp_path / "text.onnx").write_text("not a model")
+  with pytest.raises(ValueError, match="is not an ONNX policy file"):
+    mujoco_infer.observation_history(tmp_path / "text.onnx")

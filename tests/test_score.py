@@ -12,6 +12,7 @@ from playground.common import export
 from playground.common import onnx_export
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2 import joystick
+from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2 import score
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 from playground.open_duck_mini_v2.runner import env_class
@@ -19,22 +20,26 @@ from playground.open_duck_mini_v2.runner import env_class
 SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
 
 
-def write_policy(path, metadata_changes=None, bias=None):
-  """A 2-layer policy whose action is tanh(bias) whatever it observes (zero: home pose)."""
-  meta = export.policy_metadata(
-    OpenDuckMiniV2Runner, "joystick", "flat_terrain", env_class("joystick").default_config(), 0, "state"
-  )
+def write_policy(path, metadata_changes=None, bias=None, history=0):
+  """A 2-layer policy whose action is tanh(bias) whatever it observes (zero: home pose).
+
+  With `history`, it observes that many earlier frames (`observation_history`).
+  """
+  config = env_class("joystick").default_config()
+  config.observation_history = history
+  size = obs_lib.state_layout(history).size
+  meta = export.policy_metadata(OpenDuckMiniV2Runner, "joystick", "flat_terrain", config, 0, "state")
   meta.update(metadata_changes or {})
   out_bias = np.zeros(28, np.float32)
   if bias is not None:
     out_bias[:14] = bias
   params = {
     "params": {
-      "hidden_0": {"kernel": np.zeros((101, 8), np.float32), "bias": np.zeros(8, np.float32)},
+      "hidden_0": {"kernel": np.zeros((size, 8), np.float32), "bias": np.zeros(8, np.float32)},
       "hidden_1": {"kernel": np.zeros((8, 28), np.float32), "bias": out_bias},
     }
   }
-  model = onnx_export.build_model(np.zeros(101), np.ones(101), params, 14, "swish", meta)
+  model = onnx_export.build_model(np.zeros(size), np.ones(size), params, 14, "swish", meta)
   path.write_bytes(model.SerializeToString())
   return path
 
@@ -273,3 +278,20 @@ def test_an_onnx_file_takes_its_run_s_env_config_when_one_is_next_to_it(tmp_path
   assert score.resolve_policy(policy)[1] == {"episode_length": 7}
   (tmp_path / "config.json").write_text("not json")
   assert score.resolve_policy(policy)[1] is None
+
+
+def test_a_policy_with_an_observation_history_is_played_with_its_own_layout(tmp_path):
+  policy = write_policy(tmp_path / "history.onnx", history=3)
+  meta = onnx_export.read_metadata(policy)
+  assert meta["observation_size"] == 101 + 3 * 34 and meta["observation_history"] == 3
+  config = score.score_config(meta, joystick.default_config().to_dict(), clean=False)
+  assert config.observation_history == 3  # from the file, though the run's config says 0
+  stand = score.Command("stand", ((0.0, 0.0, 0.0, 0.0),), duration=1.0)
+  card = score.score(policy, seeds=1, commands=(stand,))
+  assert card["commands"]["stand"]["falls"] == 0  # the home pose holds for a second
+  # A layout that is neither 101 floats nor 101 plus whole 34-float frames is refused.
+  odd = obs_lib.state_layout(1).to_json()
+  odd[-1]["size"] = 35
+  bad = write_policy(tmp_path / "bad.onnx", {"observation_layout": odd, "observation_size": 136}, history=1)
+  with pytest.raises(score.ScoreError, match="plus 34 per history frame"):
+    score.score(bad, seeds=1, commands=(stand,))

@@ -91,6 +91,17 @@ class StepResult:
   finished_metrics: dict[str, jax.Array]
 
 
+def randomization_keys(seed: int | jax.Array, env_index: Any) -> jax.Array:
+  """Keys of the randomized models: env `i` of a run seeded `seed` simulates the model of key `i`.
+
+  Args:
+    seed: the run's randomization seed (an int or its PRNG key).
+    env_index: global environment indices.
+  """
+  key = jax.random.PRNGKey(seed) if isinstance(seed, int) else seed
+  return jax.vmap(lambda i: jax.random.fold_in(key, i))(jp.asarray(env_index))
+
+
 class VecEnv:
   """A batch of environments with per-env randomized models and auto-reset.
 
@@ -131,8 +142,7 @@ class VecEnv:
     """
     if self._randomization_fn is None:
       return self.env.mjx_model, None
-    keys = jax.vmap(lambda i: jax.random.fold_in(self._randomization_key, i))(env_index)
-    return self._randomization_fn(self.env.mjx_model, keys)
+    return self._randomization_fn(self.env.mjx_model, randomization_keys(self._randomization_key, env_index))
 
   @contextlib.contextmanager
   def _using(self, model: mjx.Model, batch_size: int):

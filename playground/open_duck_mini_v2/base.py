@@ -31,6 +31,7 @@ from playground.common import backend
 from playground.common import config as config_lib
 from playground.common import mjcf
 from playground.common import randomize
+from playground.common.observation import ObservationLayout
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
 
@@ -307,6 +308,11 @@ def base_config() -> config_dict.ConfigDict:
       action_scale=0.25,
       max_motor_velocity=5.24,  # rad/s, STS3215 at 7.4 V
       gait_frequency=1.0 / 0.54,  # Hz, advances the phase observation
+      # Earlier control steps of gyro, accelerometer and joint position and
+      # velocity appended to the actor's observation (observations.state_layout).
+      # 0 keeps the 101-float layout that the Open Duck runtime builds; more
+      # needs a runtime that keeps the same history.
+      observation_history=0,
       reset=dict(
         xy_range=0.5,  # m, +-U spawn position
         joint_noise=0.05,  # rad, +-U around the home pose
@@ -397,6 +403,11 @@ class OpenDuckMiniV2Env(MjxEnv):
       lo, hi = config.delay[name]
       if not 0 <= lo <= hi <= MAX_DELAY_STEPS:
         raise config_lib.ConfigError(f"delay.{name} must satisfy 0 <= min <= max <= {MAX_DELAY_STEPS}, got {(lo, hi)}")
+    history = config.get("observation_history", 0)
+    if not (isinstance(history, int) and 0 <= history <= obs_lib.MAX_HISTORY):
+      raise config_lib.ConfigError(
+        f"observation_history must be a whole number of frames in 0..{obs_lib.MAX_HISTORY}, got {history!r}"
+      )
     super().__init__(config)
     self._task = task
     self._mj_model = load_model(task)
@@ -423,6 +434,16 @@ class OpenDuckMiniV2Env(MjxEnv):
   def gait_frequency_of(cls, config: config_dict.ConfigDict) -> float:
     """Hz at which an env built from `config` advances its phase (without building it)."""
     return float(config.gait_frequency)
+
+  @property
+  def observation_history(self) -> int:
+    """Earlier frames appended to the actor's observation (0: the runtime's layout)."""
+    return int(self._config.get("observation_history", 0))
+
+  @property
+  def state_layout(self) -> ObservationLayout:
+    """Layout of the actor observation `state` of this env."""
+    return obs_lib.state_layout(self.observation_history)
 
   # ---- Accessors required by MjxEnv.
 
@@ -492,7 +513,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     cfg = self._config
     rng, k_cmd, k_adelay, k_idelay, k_push, k_timer = jax.random.split(rng, 6)
     imu = jp.concatenate([readings.gyro, readings.accelerometer])
-    return {
+    info = {
       "rng": rng,
       "command": self.sample_command(k_cmd),
       "command_timer": self._command_interval(k_timer),
@@ -508,31 +529,46 @@ class OpenDuckMiniV2Env(MjxEnv):
       "push_timer": self._push_interval(k_push),
       "step": jp.zeros((), dtype=jp.int32),
     }
+    if self.observation_history:
+      # Only with a history: a checkpoint holds no empty arrays (Orbax refuses
+      # them) and keeps the same tree as before the option.
+      info["obs_history"] = jp.tile(obs_lib.history_frame(imu, readings), (self.observation_history, 1))
+    return info
 
   def observe(
     self, readings: obs_lib.Readings, info: Mapping[str, Any], key: jax.Array
-  ) -> tuple[dict[str, jax.Array], jax.Array]:
-    """Observation dict and the updated IMU buffer.
+  ) -> tuple[dict[str, jax.Array], dict[str, Any]]:
+    """Observation dict and the info with updated sensor buffers.
 
     Args:
       readings: noiseless readings of the current state.
       info: episode state (command, action history, delays, phase, ...).
       key: PRNG key for the sensor noise.
+
+    Returns:
+      (obs, info): `info` is a new dict whose `imu_buffer` holds this step's
+      IMU sample and whose `obs_history` (with `observation_history` > 0)
+      holds this step's frame, for the next observation.
     """
     cfg = self._config.noise_config
     noisy = obs_lib.add_noise(readings, key, self._noise_scales, cfg.level)
     imu_buffer = obs_lib.imu_push(info["imu_buffer"], noisy.gyro, noisy.accelerometer)
+    imu_sample = imu_buffer[info["imu_delay"]]
     obs = obs_lib.build(
       noisy=noisy,
       clean=readings,
-      imu_sample=imu_buffer[info["imu_delay"]],
+      imu_sample=imu_sample,
       command=info["command"],
       last_actions=info["last_actions"].ravel(),
       motor_targets=info["commanded_targets"],
       phase=info["phase"],
       feet_air_time=info["feet_air_time"],
+      history=info.get("obs_history"),
     )
-    return obs, imu_buffer
+    info = {**info, "imu_buffer": imu_buffer}
+    if "obs_history" in info:
+      info["obs_history"] = obs_lib.history_push(info["obs_history"], obs_lib.history_frame(imu_sample, noisy))
+    return obs, info
 
   def apply_action(self, info: dict[str, Any], action: jax.Array, key: jax.Array) -> dict[str, Any]:
     """Delays the action and turns it into speed-limited motor targets.
@@ -594,7 +630,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     data = mjx.forward(self.mjx_model, self.make_data(qpos, qvel, ctrl))
     readings = read(ids, self.mjx_model, data)
     info = self.initial_info(k_info, readings)
-    obs, info["imu_buffer"] = self.observe(readings, info, k_obs)
+    obs, info = self.observe(readings, info, k_obs)
     metrics = {f"reward/{name}": jp.zeros(()) for name in self.active_reward_terms}
     return State(data, obs, jp.zeros(()), jp.zeros(()), metrics, info)
 
@@ -657,7 +693,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     resample = info["command_timer"] <= 0
     info["command"] = jp.where(resample, self.sample_command(k_cmd), info["command"])
     info["command_timer"] = jp.where(resample, self._command_interval(k_timer), info["command_timer"])
-    obs, info["imu_buffer"] = self.observe(readings, info, k_obs)
+    obs, info = self.observe(readings, info, k_obs)
     obs = jax.tree_util.tree_map(lambda x: jp.where(jp.isfinite(x), x, 0.0), obs)
 
     # Keep keys that wrappers (e.g. Brax's EpisodeWrapper) added to the metrics.

@@ -37,9 +37,9 @@ COMMAND_KEYS = ("vx", "vy", "yaw_rate", "neck_pitch", "head_pitch", "head_yaw", 
 
 
 def onnx_policy(path: str | Path, batched: bool = False) -> Callable[[np.ndarray], np.ndarray]:
-  """obs (101,) -> actions (14,) with onnxruntime, as on the robot.
+  """obs (state size,) -> actions (14,) with onnxruntime, as on the robot.
 
-  With `batched`, obs (N, 101) -> actions (N, 14) in one call.
+  With `batched`, obs (N, state size) -> actions (N, 14) in one call.
   """
   import onnxruntime as ort
 
@@ -87,12 +87,14 @@ class Playback:
   """A MuJoCo C simulation of the duck driven by a policy, with training's observation code.
 
   Args:
-    policy: obs (101,) -> action (14,).
+    policy: obs (state size,) -> action (14,).
     env_name: joystick or standing (its config defines the pipeline).
     task: scene (see `constants.TASKS`).
     noise: keep the training sensor noise (default off).
     delays: keep the training action/IMU delays (default off).
     seed: seed of the noise and delays.
+    observation_history: earlier frames the policy observes (its metadata's
+      layout, `observations.history_of`).
   """
 
   def __init__(
@@ -103,6 +105,7 @@ class Playback:
     noise: bool = False,
     delays: bool = False,
     seed: int = 0,
+    observation_history: int = 0,
   ):
     import jax
     import mujoco
@@ -113,6 +116,7 @@ class Playback:
     config = base.without_disturbances(
       env_class(env_name).default_config(), noise=noise, delays=delays, randomization=True
     )
+    config.observation_history = observation_history
     self.env = env_class(env_name)(task=task, config=config)
     self.model = self.env.mj_model
     self.data = mujoco.MjData(self.model)
@@ -148,7 +152,7 @@ class Playback:
     readings = self._read(self.view())
     info = self._initial_info(self._next_key(), readings)
     info["command"] = np.asarray(command, np.float32)
-    obs, info["imu_buffer"] = self._observe(readings, info, self._next_key())
+    obs, info = self._observe(readings, info, self._next_key())
     self.info, self.obs, self.time = info, obs, 0.0
     return obs
 
@@ -161,7 +165,7 @@ class Playback:
     readings = self._read(self.view())
     info, _ = self._advance(info, readings, action)
     info["command"] = np.asarray(command, np.float32)
-    self.obs, info["imu_buffer"] = self._observe(readings, info, self._next_key())
+    self.obs, info = self._observe(readings, info, self._next_key())
     self.info = info
     self.time += self.env.dt
     return action, self.obs
@@ -221,12 +225,10 @@ def run(
 
     imageio.mimwrite(video, frames, fps=int(round(1.0 / playback.env.dt)), codec="libx264", macro_block_size=1)
   if record:
-    from playground.open_duck_mini_v2.observations import STATE_LAYOUT
-
     np.savez(
       record,
       **{k: np.asarray(v) for k, v in log.items()},
-      observation_layout=json.dumps(STATE_LAYOUT.to_json()),
+      observation_layout=json.dumps(playback.env.state_layout.to_json()),
       control_period_s=playback.env.dt,
     )
   return {
@@ -236,6 +238,33 @@ def run(
     "mean_yaw_rate_error_radps": round(float(np.mean(yaw_errors)), 4),
     "falls": falls,
   }
+
+
+def observation_history(onnx_path: str | Path) -> int:
+  """Earlier frames an exported policy observes, from its metadata.
+
+  A file without an `observation_layout` (e.g. exported by another project
+  for the Open Duck runtime) is taken to observe the runtime's 101 floats.
+
+  Raises:
+    ValueError: the file's observation layout is not one of this robot's.
+  """
+  from playground.common import onnx_export
+  from playground.open_duck_mini_v2 import observations as obs_lib
+
+  try:
+    metadata = onnx_export.read_metadata(onnx_path)
+  except Exception as e:  # onnx raises protobuf's DecodeError for a file that is not ONNX
+    raise ValueError(f"{onnx_path} is not an ONNX policy file ({type(e).__name__}: {e})".replace("\n", " ")) from None
+  if "observation_layout" not in metadata:
+    return 0
+  frames = obs_lib.history_of(metadata["observation_layout"])
+  if frames is None:
+    raise ValueError(
+      f"{onnx_path}: its observation layout ({metadata.get('observation_size', '?')} inputs) is not the Open Duck "
+      f"Mini V2's ({obs_lib.STATE_LAYOUT.size} inputs, plus {obs_lib.HISTORY_FRAME_LAYOUT.size} per history frame)"
+    )
+  return frames
 
 
 def interactive(playback: Playback, schedule: CommandSchedule) -> None:
@@ -308,7 +337,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         path, _ = export_checkpoint(args.checkpoint, Path(tmp) / "policy.onnx")
       if not Path(path).is_file():
         raise FileNotFoundError(f"policy file {path} does not exist")
-      playback = Playback(onnx_policy(path), args.env, args.task, args.noise, args.delays, args.seed)
+      history = observation_history(path)
+      playback = Playback(onnx_policy(path), args.env, args.task, args.noise, args.delays, args.seed, history)
     if args.viewer:
       if not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
         raise RuntimeError("--viewer needs a display (DISPLAY is not set); use --video for headless runs")

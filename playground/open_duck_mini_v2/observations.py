@@ -21,23 +21,19 @@ ACTION_HISTORY = 3
 COMMAND_SIZE = 7
 COMMAND_NAMES = ("vx", "vy", "yaw_rate", "neck_pitch", "head_pitch", "head_yaw", "head_roll")
 
-#: Actor observation `state` (101 floats), in this order.
-STATE_LAYOUT = ObservationLayout(
-  (
-    ("gyro", 3),
-    ("accelerometer", 3),
-    ("command", COMMAND_SIZE),
-    ("joint_pos", NUM_ACTIONS),  # measured joint position minus home pose
-    ("joint_vel", NUM_ACTIONS),  # measured joint velocity x 0.05
-    ("last_actions", NUM_ACTIONS * ACTION_HISTORY),  # newest first
-    ("motor_targets", NUM_ACTIONS),  # commanded: home + 0.25 * action (+ head command), unlimited
-    ("feet_contacts", 2),  # left, right
-    ("phase", 2),  # cos, sin of the gait phase
-  )
+_STATE_FIELDS = (
+  ("gyro", 3),
+  ("accelerometer", 3),
+  ("command", COMMAND_SIZE),
+  ("joint_pos", NUM_ACTIONS),  # measured joint position minus home pose
+  ("joint_vel", NUM_ACTIONS),  # measured joint velocity x 0.05
+  ("last_actions", NUM_ACTIONS * ACTION_HISTORY),  # newest first
+  ("motor_targets", NUM_ACTIONS),  # commanded: home + 0.25 * action (+ head command), unlimited
+  ("feet_contacts", 2),  # left, right
+  ("phase", 2),  # cos, sin of the gait phase
 )
 
-#: Critic observation `privileged_state`: the actor's view plus noiseless truth.
-PRIVILEGED_LAYOUT = STATE_LAYOUT.extend(
+_PRIVILEGED_FIELDS = (
   ("gyro_clean", 3),
   ("accelerometer_clean", 3),
   ("gravity", 3),  # gravity direction in the IMU frame
@@ -50,6 +46,50 @@ PRIVILEGED_LAYOUT = STATE_LAYOUT.extend(
   ("feet_air_time", 2),
   ("base_height", 1),
 )
+
+#: One frame of the optional observation history: the proprioceptive part of
+#: `state` (gyro and accelerometer as the actor received them, joint position
+#: and scaled velocity with their noise) of one earlier control step.
+HISTORY_FRAME_LAYOUT = ObservationLayout(
+  (("gyro", 3), ("accelerometer", 3), ("joint_pos", NUM_ACTIONS), ("joint_vel", NUM_ACTIONS))
+)
+
+#: Most history frames an env may observe (`observation_history`).
+MAX_HISTORY = 10
+
+
+def state_layout(history: int = 0) -> ObservationLayout:
+  """Actor observation `state`: 101 floats, plus `history` earlier frames.
+
+  With `history` = 0 (the default) this is the layout the Open Duck runtime
+  builds on the robot. With `history` > 0 a block `history` of `history` x 34
+  floats follows: the `HISTORY_FRAME_LAYOUT` of the previous control steps,
+  newest first (a runtime must keep the same buffer).
+  """
+  if not 0 <= history <= MAX_HISTORY:
+    raise ValueError(f"observation history must be 0..{MAX_HISTORY} frames, got {history}")
+  fields = _STATE_FIELDS + ((("history", history * HISTORY_FRAME_LAYOUT.size),) if history else ())
+  return ObservationLayout(fields)
+
+
+def privileged_layout(history: int = 0) -> ObservationLayout:
+  """Critic observation `privileged_state`: the actor's view plus noiseless truth."""
+  return state_layout(history).extend(*_PRIVILEGED_FIELDS)
+
+
+def history_of(layout_json: Any) -> int | None:
+  """Frames of history of a layout as written to metadata (`to_json`), or None if it is no `state_layout`."""
+  for frames in range(MAX_HISTORY + 1):
+    if layout_json == state_layout(frames).to_json():
+      return frames
+  return None
+
+
+#: Actor observation `state` (101 floats) without history, in this order.
+STATE_LAYOUT = state_layout(0)
+
+#: Critic observation `privileged_state` without history.
+PRIVILEGED_LAYOUT = privileged_layout(0)
 
 JOINT_VEL_SCALE = 0.05
 
@@ -142,6 +182,23 @@ def imu_push(buffer: jax.Array, gyro: jax.Array, accelerometer: jax.Array) -> ja
   return jp.roll(buffer, 1, axis=0).at[0].set(sample)
 
 
+def history_frame(imu_sample: jax.Array, noisy: Readings) -> jax.Array:
+  """One `HISTORY_FRAME_LAYOUT` frame: the IMU sample the actor got and the noisy joints."""
+  return HISTORY_FRAME_LAYOUT.concat(
+    dict(
+      gyro=imu_sample[:3],
+      accelerometer=imu_sample[3:],
+      joint_pos=noisy.joint_pos,
+      joint_vel=noisy.joint_vel * JOINT_VEL_SCALE,
+    )
+  )
+
+
+def history_push(buffer: jax.Array, frame: jax.Array) -> jax.Array:
+  """Pushes `frame` at index 0 of a (frames, 34) history buffer."""
+  return jp.roll(buffer, 1, axis=0).at[0].set(frame)
+
+
 def build(
   noisy: Readings,
   clean: Readings,
@@ -151,6 +208,7 @@ def build(
   motor_targets: jax.Array,
   phase: jax.Array,
   feet_air_time: jax.Array,
+  history: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
   """Assembles `state` and `privileged_state` from readings and env state.
 
@@ -166,7 +224,10 @@ def build(
       speed or range limit).
     phase: gait phase in radians.
     feet_air_time: seconds each foot has been off the ground.
+    history: (frames, 34) earlier `history_frame`s, newest first; None or
+      0 frames for the runtime's 101-float layout.
   """
+  frames = 0 if history is None else history.shape[0]
   blocks = dict(
     gyro=imu_sample[:3],
     accelerometer=imu_sample[3:],
@@ -178,6 +239,8 @@ def build(
     feet_contacts=noisy.feet_contacts,
     phase=jp.array([jp.cos(phase), jp.sin(phase)]),
   )
+  if frames:
+    blocks["history"] = history
   privileged = dict(
     gyro_clean=clean.gyro,
     accelerometer_clean=clean.accelerometer,
@@ -192,6 +255,6 @@ def build(
     base_height=clean.base_height,
   )
   return {
-    "state": STATE_LAYOUT.concat(blocks),
-    "privileged_state": PRIVILEGED_LAYOUT.concat({**blocks, **privileged}),
+    "state": state_layout(frames).concat(blocks),
+    "privileged_state": privileged_layout(frames).concat({**blocks, **privileged}),
   }

@@ -211,6 +211,8 @@ class OpenDuckMiniV2Runner(BaseRunner):
     ids = base.RobotIndices.from_model(base.load_model(task))
     frequency = env_class(env_name).gait_frequency_of(env_config)
     ctrl_dt = float(env_config.ctrl_dt)
+    history = int(env_config.get("observation_history", 0))
+    layout = observations.state_layout(history)
     phase_steps = 1.0 / (frequency * ctrl_dt)
     if abs(phase_steps - round(phase_steps)) > 1e-3:
       logger.warning(
@@ -220,8 +222,9 @@ class OpenDuckMiniV2Runner(BaseRunner):
         1.0 / ctrl_dt,
       )
     return {
-      "observation_layout": observations.STATE_LAYOUT.to_json(),
-      "observation_size": observations.STATE_LAYOUT.size,
+      "observation_layout": layout.to_json(),
+      "observation_size": layout.size,
+      "observation_history": history,
       "joint_vel_scale": observations.JOINT_VEL_SCALE,
       "command_names": list(observations.COMMAND_NAMES),
       "action_names": list(consts.ACTUATOR_NAMES),

@@ -181,10 +181,11 @@ def check_contract(metadata: dict[str, Any], ids: Any, ctrl_dt: float) -> None:
     differences.append(f"robot is '{metadata.get('robot')}', not 'open_duck_mini_v2'")
   if metadata.get("env") not in ENVS:
     differences.append(f"env '{metadata.get('env')}' is not one of {', '.join(ENVS)}")
-  if metadata.get("observation_layout") != obs_lib.STATE_LAYOUT.to_json():
+  if obs_lib.history_of(metadata.get("observation_layout")) is None:
     differences.append(
       f"observation layout differs ({metadata.get('observation_size', '?')} inputs; "
-      f"the model observes {obs_lib.STATE_LAYOUT.size})"
+      f"the model observes {obs_lib.STATE_LAYOUT.size}, plus "
+      f"{obs_lib.HISTORY_FRAME_LAYOUT.size} per history frame)"
     )
   if list(metadata.get("action_names", [])) != list(consts.ACTUATOR_NAMES):
     differences.append("action order differs from the model's actuators")
@@ -213,6 +214,7 @@ def score_config(
 
   from playground.common import config as config_lib
   from playground.open_duck_mini_v2 import base
+  from playground.open_duck_mini_v2 import observations as obs_lib
   from playground.open_duck_mini_v2.runner import env_class
 
   config = env_class(metadata["env"]).default_config()
@@ -221,6 +223,12 @@ def score_config(
   if overrides:
     config = config_lib.apply_overrides(config, overrides)
   config.action_scale = float(metadata.get("action_scale", config.action_scale))
+  # The policy observes as many earlier frames as its layout holds (checked by
+  # `check_contract`), whatever the run's config says.
+  frames = obs_lib.history_of(metadata.get("observation_layout"))
+  if frames is not None:
+    with config.unlocked():  # a run's config from before the option has no such key
+      config.observation_history = frames
   # The phase advances at the frequency the policy was trained with (written at
   # export); the reference itself is not needed to play.
   config.gait_frequency = float(metadata.get("gait_frequency_hz", config.gait_frequency))
@@ -293,7 +301,7 @@ class _Stepper:
       readings = read(model_views, views)
       info = jax.vmap(env.initial_info)(jax.random.split(k_info, n), readings)
       info["command"] = command
-      obs, info["imu_buffer"] = jax.vmap(env.observe)(readings, info, jax.random.split(k_obs, n))
+      obs, info = jax.vmap(env.observe)(readings, info, jax.random.split(k_obs, n))
       return info, obs["state"]
 
     def act(key, info, action, command):
@@ -306,7 +314,7 @@ class _Stepper:
       n = action.shape[0]
       readings = read(model_views, views)
       info, _ = jax.vmap(env.advance)(info, readings, action)
-      obs, info["imu_buffer"] = jax.vmap(env.observe)(readings, info, jax.random.split(key, n))
+      obs, info = jax.vmap(env.observe)(readings, info, jax.random.split(key, n))
       return info, obs["state"], readings
 
     self.start = jax.jit(start)
@@ -322,11 +330,15 @@ def play(
   seeds: int,
   seed: int = 0,
   pushes: bool = False,
+  model_keys: np.ndarray | None = None,
 ) -> list[dict[str, Any]]:
   """Plays every (command, seed) episode in lockstep; returns per-episode raw metrics.
 
   With `pushes`, the base gets the training env's velocity kicks
   (`push_config`: magnitude and interval ranges), drawn per episode from `seed`.
+  `model_keys` (one per episode, command-major) replaces the randomized
+  models' keys drawn from `seed`, e.g. by a run's own training models
+  (`training_env.randomization_keys`); noise, delays and pushes stay.
   """
   import jax
   import jax.numpy as jp
@@ -340,7 +352,11 @@ def play(
   n = len(episodes)
   key = jax.random.PRNGKey(seed)
   key, k_models = jax.random.split(key)
-  models = _randomized_models(env, config, np.asarray(jax.random.split(k_models, n)))
+  if model_keys is None:
+    model_keys = jax.random.split(k_models, n)
+  elif len(model_keys) != n:
+    raise ScoreError(f"{len(model_keys)} model keys for {n} episodes ({len(commands)} commands x {seeds} seeds)")
+  models = _randomized_models(env, config, np.asarray(model_keys))
   datas = [mujoco.MjData(m) for m in models]
   home = models[0].key(consts.HOME_KEYFRAME).id
   for m, d in zip(models, datas):
@@ -551,6 +567,7 @@ def score(
   commands: Sequence[Command] | None = None,
   pushes: bool = False,
   overrides: Sequence[tuple[str, str]] = (),
+  model_keys: np.ndarray | None = None,
 ) -> dict[str, Any]:
   """Scores an ONNX policy; returns the JSON-able scorecard.
 
@@ -564,6 +581,8 @@ def score(
     task: scene (default: the policy's own).
     commands: the suite (default: `suite()`).
     pushes: the training env's random pushes (`push_config`) on top.
+    model_keys: keys of the randomized models, one per episode (see `play`);
+      default: drawn from `seed`.
     overrides: `(key, value)` changes of the env config (`--set`).
 
   Raises:
@@ -589,7 +608,7 @@ def score(
     _STEPPERS[cache_key] = _Stepper(env_class(metadata["env"])(task=task, config=config))
   commands = tuple(commands or suite())
   session = onnx_policy(policy_path, batched=True)
-  episodes = play(session, _STEPPERS[cache_key], config, commands, seeds, seed, pushes)
+  episodes = play(session, _STEPPERS[cache_key], config, commands, seeds, seed, pushes, model_keys)
   dt = _STEPPERS[cache_key].env.dt
   card = summarize(episodes, commands, window=max(1, int(round(TRACKING_WINDOW_S / dt))))
   # Which randomized model each episode ran on, to tell what makes a policy fall.
@@ -608,6 +627,8 @@ def score(
   if overrides:
     card["overrides"] = [f"{k}={v}" for k, v in overrides]
     card["conditions"] += "; set " + ", ".join(card["overrides"])
+  if model_keys is not None:
+    card["conditions"] += "; given models"
   card["wall_time_s"] = round(time.monotonic() - started, 2)
   return card
 
