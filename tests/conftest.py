@@ -59,10 +59,8 @@ SLOW_FIRST = (
   # The shared smoke run first: started early, no later reader waits for it.
   "test_smoke_run_logs_tensorboard_scalars",
   "test_a_briefly_trained_policy_survives_head_motion_and_pushes_that_topple_the_untrained_one",
-  "test_two_devices_train_and_stay_replicated",
   "test_training_with_a_converted_community_file_logs_imitation_components",
   "test_training_runs_on_the_warp_backend",
-  "test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint",
   "test_doctor_json_reports_backend_versions_and_throughput",
   "test_cartpole_balance_reaches_a_learned_return",
 )

@@ -1,7 +1,11 @@
 """Run management: exact resume, interruption, atomic checkpoints, restore modes.
 
-Every training here is a real subprocess of the runner (the `smoke` preset,
-1280 env steps per iteration), writing real Orbax checkpoints.
+Every training here is a real subprocess of a runner writing real Orbax
+checkpoints. Resume and restore use the duck (`smoke` preset, 1280 env steps
+per iteration); the NaN guard and most signal tests use the cartpole (`smoke`,
+1024 per iteration): divergence, signal handling and atomic saves are the
+trainer's, the same for every robot, and the cartpole starts in seconds where
+the duck takes a minute.
 """
 
 import json
@@ -17,6 +21,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
+from helpers import CARTPOLE
 from helpers import DUCK
 from helpers import REPO_ROOT
 from helpers import assert_trees_equal
@@ -31,6 +36,8 @@ from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
 SMOKE = ("--preset", "smoke")
+#: Env steps per iteration of the cartpole's smoke preset (16 envs x 16 steps x 4 minibatches).
+CARTPOLE_ITERATION = 1024
 
 
 def load_tree(step_dir: Path):
@@ -216,16 +223,20 @@ def test_fine_tuning_under_another_reward_set_takes_the_weights(smoke_run, tmp_p
     checkpointing.restore_parts(step_dir, {"training_state/params/critic": wider})
 
 
-def _start(tmp_path, name, *args):
+def _start(tmp_path, name, *args, script=CARTPOLE):
   env = subprocess_env()
   return subprocess.Popen(
-    [sys.executable, str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", name, *map(str, args)],
+    [sys.executable, str(script), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", name, *map(str, args)],
     stdout=subprocess.PIPE,
     stderr=subprocess.PIPE,
     text=True,
     env=env,
     cwd=REPO_ROOT,
   )
+
+
+def _cartpole(*args, **kwargs):
+  return run_cli(*SMOKE, *args, script=CARTPOLE, **kwargs)
 
 
 def _wait_for(predicate, timeout, proc):
@@ -237,6 +248,27 @@ def _wait_for(predicate, timeout, proc):
       return False
     time.sleep(0.01)
   return False
+
+
+def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
+  # On the cartpole: the guard is the trainer's, the same for every robot.
+  base = _cartpole("--output_dir", tmp_path, "--exp_name", "base", "--num_timesteps", 2048)
+  assert base.returncode == 0, base.stderr[-3000:]
+  run_dir = tmp_path / "base"
+  good = load_tree(run_dir / "000000002048")
+  # --resume continues a run as recorded: another learning rate is refused...
+  lr = ("--set", "ppo.learning_rate=1e39")
+  refused = run_cli("--output_dir", tmp_path, "--exp_name", "base", "--resume", *lr, script=CARTPOLE, timeout=300)
+  assert refused.returncode == 2 and "--set [ppo.learning_rate=1e39] conflicts with --set (none)" in refused.stderr
+  # ... and taken by a new run that starts from the run's checkpoint.
+  restore = ("--restore_checkpoint_path", run_dir)
+  result = _cartpole("--output_dir", tmp_path, "--exp_name", "diverged", *restore, "--num_timesteps", 4096, *lr)
+  assert result.returncode == 3, result.stderr[-3000:]
+  assert "diverged at step 3,072" in result.stderr and "Traceback" not in result.stderr
+  assert steps_of(tmp_path / "diverged") == [] and steps_of(run_dir) == [2048]
+  assert_trees_equal(load_tree(run_dir / "000000002048"), good)
+  config = json.loads((tmp_path / "diverged" / "config.json").read_text())
+  assert config["ppo_config"]["learning_rate"] == 1e39
 
 
 def test_sigint_saves_a_resumable_checkpoint(tmp_path):
@@ -252,20 +284,12 @@ def test_sigint_saves_a_resumable_checkpoint(tmp_path):
   assert "Resume with:" in stderr and "--resume" in stderr
   steps = steps_of(run_dir)
   assert len(steps) == 1 and 0 < steps[0] < 1_000_000
-  resumed = run_cli(
-    *SMOKE,
-    "--output_dir",
-    tmp_path,
-    "--exp_name",
-    "interrupted",
-    "--resume",
-    "--num_timesteps",
-    steps[0] + 1280,
-    "--checkpoint_every",
-    1_000_000,
-  )
+  resumed = _cartpole(
+    "--output_dir", tmp_path, "--exp_name", "interrupted", "--resume",
+    "--num_timesteps", steps[0] + CARTPOLE_ITERATION, "--checkpoint_every", 1_000_000,
+  )  # fmt: skip
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert steps_of(run_dir)[-1] == steps[0] + 1280
+  assert steps_of(run_dir)[-1] == steps[0] + CARTPOLE_ITERATION
 
 
 def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
@@ -280,7 +304,7 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path)
   # A save takes a fraction of a second; if the kill lands just after the
   # rename, try again (each attempt resumes the same run).
   for attempt in range(4):
-    args = ["--num_timesteps", 1_000_000, "--checkpoint_every", 1280, "--keep_last", 0]
+    args = ["--num_timesteps", 1_000_000, "--checkpoint_every", CARTPOLE_ITERATION, "--keep_last", 0]
     proc = _start(tmp_path, "killed", *args, *(["--resume"] if attempt else []))
     caught = _wait_for(saving_after_a_complete_one, 600, proc)
     proc.kill()
@@ -295,64 +319,36 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path)
   last = run_dir / checkpointing.step_dir_name(complete[-1])
   assert load_tree(last)["training_state"]["params"]["policy"]
   assert checkpointing.latest_checkpoint(run_dir) == last
-  resumed = run_cli(
-    *SMOKE,
-    "--output_dir",
-    tmp_path,
-    "--exp_name",
-    "killed",
-    "--resume",
-    "--num_timesteps",
-    complete[-1] + 1280,
-    "--checkpoint_every",
-    1280,
-  )
+  resumed = _cartpole(
+    "--output_dir", tmp_path, "--exp_name", "killed", "--resume",
+    "--num_timesteps", complete[-1] + CARTPOLE_ITERATION, "--checkpoint_every", CARTPOLE_ITERATION,
+  )  # fmt: skip
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert f"start at {complete[-1]:,}" in resumed.stderr
   assert not any(p.name.startswith(".tmp-") for p in run_dir.iterdir())
-  assert steps_of(run_dir)[-1] == complete[-1] + 1280
-
-
-def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_path, smoke_run):
-  smoke_dir, _ = smoke_run
-  run_dir = tmp_path / "smoke"
-  shutil.copytree(smoke_dir, run_dir)
-  good = load_tree(run_dir / "000000002560")
-  # --resume continues a run as recorded: another learning rate is refused...
-  lr = ("--set", "ppo.learning_rate=1e39")
-  refused = run_cli("--output_dir", tmp_path, "--exp_name", "smoke", "--resume", *lr, timeout=300)
-  assert refused.returncode == 2 and "--set [ppo.learning_rate=1e39] conflicts with --set (none)" in refused.stderr
-  # ... and taken by a new run that starts from the run's checkpoint.
-  restore = ("--restore_checkpoint_path", run_dir)
-  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "diverged", *restore, "--num_timesteps", 5120, *lr)
-  assert result.returncode == 3, result.stderr[-3000:]
-  assert "diverged at step 3,840" in result.stderr and "Traceback" not in result.stderr
-  assert steps_of(tmp_path / "diverged") == [] and steps_of(run_dir) == [2560]
-  assert_trees_equal(load_tree(run_dir / "000000002560"), good)
-  config = json.loads((tmp_path / "diverged" / "config.json").read_text())
-  assert config["ppo_config"]["learning_rate"] == 1e39
+  assert steps_of(run_dir)[-1] == complete[-1] + CARTPOLE_ITERATION
 
 
 def test_sigterm_saves_and_the_resumed_run_is_bit_identical_keeping_the_last_k(tmp_path):
   # A scheduler's SIGTERM: checkpoint, flush, exit 0. --keep_last 2 keeps the two
   # newest complete checkpoints, also across the resume.
-  every = ("--checkpoint_every", 1280, "--keep_last", 2)
+  every = ("--checkpoint_every", CARTPOLE_ITERATION, "--keep_last", 2, "--log_every", CARTPOLE_ITERATION)
   proc = _start(tmp_path, "term", "--num_timesteps", 1_000_000, *every)
   run_dir = tmp_path / "term"
-  started = _wait_for(lambda: steps_of(run_dir) and steps_of(run_dir)[-1] >= 3840, 600, proc)
+  started = _wait_for(lambda: steps_of(run_dir) and steps_of(run_dir)[-1] >= 3 * CARTPOLE_ITERATION, 600, proc)
   assert started, "training did not reach 3 checkpoints"
   proc.send_signal(signal.SIGTERM)
   _, stderr = proc.communicate(timeout=60)
   assert proc.returncode == 0, stderr[-3000:]
   assert "SIGTERM received" in stderr and "Resume with:" in stderr
   stopped = steps_of(run_dir)
-  assert len(stopped) == 2 and stopped[1] - stopped[0] == 1280, stopped
-  assert "episode/reward" in read_scalars(run_dir)  # TensorBoard was flushed
-  end = stopped[-1] + 2560
-  resumed = run_cli("--output_dir", tmp_path, "--exp_name", "term", "--resume", "--num_timesteps", end)
+  assert len(stopped) == 2 and stopped[1] - stopped[0] == CARTPOLE_ITERATION, stopped
+  assert "train/policy_loss" in read_scalars(run_dir)  # TensorBoard was flushed
+  end = stopped[-1] + 2 * CARTPOLE_ITERATION
+  resumed = run_cli("--output_dir", tmp_path, "--exp_name", "term", "--resume", "--num_timesteps", end, script=CARTPOLE)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
-  assert steps_of(run_dir) == [end - 1280, end]
-  plain = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "plain", "--num_timesteps", end)
+  assert steps_of(run_dir) == [end - CARTPOLE_ITERATION, end]
+  plain = _cartpole("--output_dir", tmp_path, "--exp_name", "plain", "--num_timesteps", end, "--checkpoint_every", end)
   assert plain.returncode == 0, plain.stderr[-3000:]
   a = load_tree(run_dir / checkpointing.step_dir_name(end))
   b = load_tree(tmp_path / "plain" / checkpointing.step_dir_name(end))
@@ -361,8 +357,10 @@ def test_sigterm_saves_and_the_resumed_run_is_bit_identical_keeping_the_last_k(t
 
 
 def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
-  # Every iteration saves, so the second Ctrl-C usually lands during a save.
-  proc = _start(tmp_path, "twice", "--num_timesteps", 1_000_000, "--checkpoint_every", 1280, "--keep_last", 0)
+  # Every iteration saves, so the second Ctrl-C usually lands during a save. The
+  # duck: the cartpole saves and exits before a second keypress can reach it.
+  every = ("--checkpoint_every", 1280, "--keep_last", 0)
+  proc = _start(tmp_path, "twice", "--num_timesteps", 1_000_000, *every, script=DUCK)
   run_dir = tmp_path / "twice"
   assert _wait_for(lambda: len(steps_of(run_dir)) >= 1, 600, proc), "training did not start"
   proc.send_signal(signal.SIGINT)
@@ -387,8 +385,8 @@ def test_one_ctrl_c_under_uv_run_saves_and_stops(tmp_path):
   uv = shutil.which("uv")
   if uv is None:
     pytest.skip("uv is not on PATH")
-  command = [uv, "run", "--frozen", str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", "uv"]
-  command += ["--num_timesteps", "1000000", "--checkpoint_every", "1280", "--keep_last", "0"]
+  command = [uv, "run", "--frozen", str(CARTPOLE), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", "uv"]
+  command += ["--num_timesteps", "1000000", "--checkpoint_every", str(CARTPOLE_ITERATION), "--keep_last", "0"]
   env = subprocess_env()
   proc = subprocess.Popen(
     command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO_ROOT, start_new_session=True
