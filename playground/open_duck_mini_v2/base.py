@@ -404,10 +404,14 @@ class OpenDuckMiniV2Env(MjxEnv):
       if not 0 <= lo <= hi <= MAX_DELAY_STEPS:
         raise config_lib.ConfigError(f"delay.{name} must satisfy 0 <= min <= max <= {MAX_DELAY_STEPS}, got {(lo, hi)}")
     history = config.get("observation_history", 0)
-    if not (isinstance(history, int) and 0 <= history <= obs_lib.MAX_HISTORY):
+    try:
+      if not isinstance(history, int) or isinstance(history, bool):
+        raise ValueError(f"a whole number of frames, got {history!r}")
+      obs_lib.state_layout(history)  # the layout's own bound
+    except ValueError as e:
       raise config_lib.ConfigError(
         f"observation_history must be a whole number of frames in 0..{obs_lib.MAX_HISTORY}, got {history!r}"
-      )
+      ) from e
     super().__init__(config)
     self._task = task
     self._mj_model = load_model(task)

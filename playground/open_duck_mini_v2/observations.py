@@ -228,12 +228,14 @@ def build(
       0 frames for the runtime's 101-float layout.
   """
   frames = 0 if history is None else history.shape[0]
+  # The proprioceptive blocks are this step's history frame: one definition.
+  proprio = HISTORY_FRAME_LAYOUT.split(history_frame(imu_sample, noisy))
   blocks = dict(
-    gyro=imu_sample[:3],
-    accelerometer=imu_sample[3:],
+    gyro=proprio["gyro"],
+    accelerometer=proprio["accelerometer"],
     command=command,
-    joint_pos=noisy.joint_pos,
-    joint_vel=noisy.joint_vel * JOINT_VEL_SCALE,
+    joint_pos=proprio["joint_pos"],
+    joint_vel=proprio["joint_vel"],
     last_actions=last_actions,
     motor_targets=motor_targets,
     feet_contacts=noisy.feet_contacts,
