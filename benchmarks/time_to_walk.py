@@ -44,15 +44,22 @@ def meets_target(headline: dict) -> bool:
 
 
 def train(args: argparse.Namespace, work: Path) -> tuple[Path, float]:
-  """Runs the preset from a cold cache; returns (run dir, start time)."""
+  """Runs the preset from a cold cache; returns (run dir, start time).
+
+  The runner's console output goes to `train.log` in the work directory.
+  """
   command = [
     sys.executable, str(RUNNER), "--preset", args.preset, "--output_dir", str(work / "runs"),
     "--exp_name", "walk", "--compilation_cache_dir", str(work / "cache"), *args.runner_args,
   ]  # fmt: skip
+  log_path = work / "train.log"
   started = time.time()
-  result = subprocess.run(command, capture_output=True, text=True, check=False)
+  with open(log_path, "w") as log:
+    result = subprocess.run(command, stdout=log, stderr=subprocess.STDOUT, check=False)
   if result.returncode != 0:
-    raise SystemExit(f"training failed:\n{result.stderr[-3000:]}")
+    kept = "" if args.work_dir else " (removed with the temporary folder: pass --work_dir to keep it)"
+    tail = log_path.read_text()[-3000:]
+    raise SystemExit(f"training failed (exit {result.returncode}):\n{tail}\nwhole log: {log_path}{kept}")
   return work / "runs" / "walk", started
 
 
