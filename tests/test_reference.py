@@ -238,10 +238,12 @@ def test_training_with_a_converted_community_file_logs_imitation_components(tmp_
   refused = run_cli(*common, "--exp_name", "refused", "--reference", path, timeout=300)
   assert refused.returncode == 2 and "--allow_pickle" in refused.stderr
   assert not (tmp_path / "refused").exists()
-  # With the feed-forward on (the cpu and full presets' setting), as a user would train it.
+  # With the feed-forward on (the cpu and full presets' setting), as a user would train it
+  # (without evaluation episodes: the components are the training episodes' metrics).
   result = run_cli(
-    *common, "--exp_name", "imitation", "--reference", path, "--allow_pickle", "--set", "reference.feedforward=true"
-  )
+    *common, "--exp_name", "imitation", "--reference", path, "--allow_pickle", "--set", "reference.feedforward=true",
+    "--eval_every", 0,
+  )  # fmt: skip
   assert result.returncode == 0, result.stderr[-3000:]
   scalars = read_scalars(tmp_path / "imitation")
   for component in ("joint_pos", "joint_vel", "foot_contacts", "base_linvel", "base_angvel"):

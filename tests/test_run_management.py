@@ -119,7 +119,7 @@ def test_run_directory_semantics(tmp_path, smoke_run):
   # --overwrite starts over.
   marker = run_dir / "marker.txt"
   marker.write_text("old run")
-  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "smoke", "--overwrite")
+  result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "smoke", "--overwrite", "--eval_every", 0)
   assert result.returncode == 0, result.stderr[-3000:]
   assert not marker.exists() and steps_of(run_dir) == [2560]
   assert (run_dir / run_dirs.MARKER).is_file()
