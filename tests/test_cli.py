@@ -17,6 +17,7 @@ from tensorboardX import SummaryWriter
 from playground.common import distributed
 from playground.common import run_dirs
 from playground.common import run_record
+from playground.common.config import ConfigError
 from playground.common.runner import RunArgs
 from playground.common.runner import RunError
 from playground.common.tensorboard_reader import read_scalars
@@ -390,3 +391,20 @@ def test_cpu_preset_charges_falls_and_the_others_keep_the_env_default():
   assert termination("cpu", "reward_config.scales.termination=0") == 0.0
   for preset in ("full", "quick", "smoke"):
     assert termination(preset) == 0.0
+
+
+def test_set_layer_sizes_takes_every_layer_given():
+  # (A third layer was once dropped silently: the value was cut to the default's length.)
+  def sizes(*overrides):
+    args = RunArgs(env="joystick", task="flat_terrain", preset="cpu", overrides=list(overrides))
+    ppo = OpenDuckMiniV2Runner(args).resolve_config().ppo_config
+    return tuple(ppo.policy_hidden_layer_sizes), tuple(ppo.value_hidden_layer_sizes)
+
+  assert sizes("ppo.policy_hidden_layer_sizes=(256,256,256)") == ((256, 256, 256), (256, 256))
+  assert sizes("ppo.policy_hidden_layer_sizes=[64]", "ppo.value_hidden_layer_sizes=[512,256,128,64]") == (
+    (64,),
+    (512, 256, 128, 64),
+  )
+  for bad in ("[]", "(256,0)", "(256,1.5)", "256"):
+    with pytest.raises(ConfigError, match="--set policy_hidden_layer_sizes: expected (a list|layer sizes)"):
+      sizes(f"ppo.policy_hidden_layer_sizes={bad}")

@@ -74,7 +74,12 @@ def _coerce(key: str, default: Any, raw: str) -> Any:
   if isinstance(default, (tuple, list)):
     if not isinstance(value, (tuple, list)):
       raise ConfigError(f"--set {key}: expected a list like [1, 2], got {raw!r}")
-    if len(default) and len(value) != len(default) and not key.endswith("_sizes"):
+    if key.endswith("_sizes"):
+      # Layer sizes: any number of layers, each a positive whole number.
+      if not value or not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value):
+        raise ConfigError(f"--set {key}: expected layer sizes like (256, 256, 256), got {raw!r}")
+      return type(default)(value)
+    if len(default) and len(value) != len(default):
       raise ConfigError(f"--set {key}: expected {len(default)} values, got {len(value)}")
     converted = (
       [float(v) if isinstance(d, float) and isinstance(v, (int, float)) else v for d, v in zip(default, value)]
