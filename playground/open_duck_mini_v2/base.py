@@ -84,6 +84,10 @@ class RobotIndices:
   ctrl_upper: np.ndarray
   qpos0_nominal: np.ndarray
   sensors: Mapping[str, tuple[int, int]]
+  floor_geom: int
+  root_ipos_nominal: np.ndarray
+  root_mass_nominal: float
+  kp_nominal: np.ndarray
 
   @classmethod
   def from_model(cls, m: mujoco.MjModel) -> RobotIndices:
@@ -116,6 +120,7 @@ class RobotIndices:
       s = find(mujoco.mjtObj.mjOBJ_SENSOR, name)
       sensors[name] = (int(m.sensor_adr[s]), int(m.sensor_dim[s]))
     act_qpos = m.jnt_qposadr[joints]
+    root = find(mujoco.mjtObj.mjOBJ_BODY, consts.ROOT_BODY)
     return cls(
       act_qpos=act_qpos,
       act_dof=m.jnt_dofadr[joints],
@@ -126,13 +131,17 @@ class RobotIndices:
       encoder_backlash_dof=np.where(present, m.jnt_dofadr[safe], 0).astype(int),
       head_act=np.array([consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]),
       imu_site=find(mujoco.mjtObj.mjOBJ_SITE, consts.IMU_SITE),
-      root_body=find(mujoco.mjtObj.mjOBJ_BODY, consts.ROOT_BODY),
+      root_body=root,
       home_qpos=np.array(m.key_qpos[key]),
       home_ctrl=np.array(m.key_ctrl[key]),
       ctrl_lower=np.array(m.actuator_ctrlrange[:, 0]),
       ctrl_upper=np.array(m.actuator_ctrlrange[:, 1]),
       qpos0_nominal=np.array(m.qpos0[act_qpos]),
       sensors=sensors,
+      floor_geom=find(mujoco.mjtObj.mjOBJ_GEOM, consts.FLOOR_GEOM),
+      root_ipos_nominal=np.array(m.body_ipos[root]),
+      root_mass_nominal=float(m.body_mass[root]),
+      kp_nominal=np.array(m.actuator_gainprm[:, 0]),
     )
 
   def sensor(self, data: Any, name: str) -> jax.Array:
@@ -232,6 +241,26 @@ def read(ids: RobotIndices, model: Any, data: Any) -> obs_lib.Readings:
   )
 
 
+def dynamics_params(ids: RobotIndices, model: Any) -> jax.Array:
+  """The physical parameters domain randomization drew, relative to the nominal model.
+
+  The `observations.DYNAMICS_FIELDS` block of the critic's observation
+  (`critic_dynamics`): trunk centre-of-mass offset (m) and mass difference
+  (kg), floor friction, servo kp / nominal - 1 and servo zero offsets (rad),
+  read from `model` (the env's own randomized copy inside a `VecEnv`). All
+  zeros but the friction on the nominal model.
+  """
+  return jp.concatenate(
+    [
+      jp.asarray(model.body_ipos)[ids.root_body] - ids.root_ipos_nominal,
+      jp.reshape(jp.asarray(model.body_mass)[ids.root_body] - ids.root_mass_nominal, (1,)),
+      jp.reshape(jp.asarray(model.geom_friction)[ids.floor_geom, 0], (1,)),
+      jp.asarray(model.actuator_gainprm)[: len(ids.kp_nominal), 0] / ids.kp_nominal - 1.0,
+      jp.asarray(model.qpos0)[ids.act_qpos] - ids.qpos0_nominal,
+    ]
+  )
+
+
 def commanded_targets(ids: RobotIndices, action: jax.Array, command: jax.Array, action_scale: float) -> jax.Array:
   """What the robot runtime sends to the servos: home + scale * action (+ head command).
 
@@ -313,6 +342,11 @@ def base_config() -> config_dict.ConfigDict:
       # 0 keeps the 101-float layout that the Open Duck runtime builds; more
       # needs a runtime that keeps the same history.
       observation_history=0,
+      # True: the critic also observes the physical parameters domain
+      # randomization drew for its env (`dynamics_params`), an asymmetric
+      # actor-critic as in rsl_rl/Isaac Lab. The actor's observation and the
+      # exported policy do not change.
+      critic_dynamics=False,
       reset=dict(
         xy_range=0.5,  # m, +-U spawn position
         joint_noise=0.05,  # rad, +-U around the home pose
@@ -404,14 +438,17 @@ class OpenDuckMiniV2Env(MjxEnv):
       if not 0 <= lo <= hi <= MAX_DELAY_STEPS:
         raise config_lib.ConfigError(f"delay.{name} must satisfy 0 <= min <= max <= {MAX_DELAY_STEPS}, got {(lo, hi)}")
     history = config.get("observation_history", 0)
+    bad_history = config_lib.ConfigError(
+      f"observation_history must be a whole number of frames in 0..{obs_lib.MAX_HISTORY}, got {history!r}"
+    )
+    if not isinstance(history, int) or isinstance(history, bool):
+      raise bad_history
     try:
-      if not isinstance(history, int) or isinstance(history, bool):
-        raise ValueError(f"a whole number of frames, got {history!r}")
       obs_lib.state_layout(history)  # the layout's own bound
     except ValueError as e:
-      raise config_lib.ConfigError(
-        f"observation_history must be a whole number of frames in 0..{obs_lib.MAX_HISTORY}, got {history!r}"
-      ) from e
+      raise bad_history from e
+    if not isinstance(config.get("critic_dynamics", False), bool):
+      raise config_lib.ConfigError(f"critic_dynamics must be true or false, got {config.critic_dynamics!r}")
     super().__init__(config)
     self._task = task
     self._mj_model = load_model(task)
@@ -568,6 +605,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       phase=info["phase"],
       feet_air_time=info["feet_air_time"],
       history=info.get("obs_history"),
+      dynamics=dynamics_params(self._ids, self.mjx_model) if self._config.get("critic_dynamics", False) else None,
     )
     info = {**info, "imu_buffer": imu_buffer}
     if "obs_history" in info:

@@ -47,6 +47,19 @@ _PRIVILEGED_FIELDS = (
   ("base_height", 1),
 )
 
+#: Optional critic block (`critic_dynamics`): the physical parameters domain
+#: randomization drew for this env, as differences from the nominal model
+#: (`base.dynamics_params`). The actor never sees it; the robot has no such
+#: reading.
+DYNAMICS_FIELDS = (
+  ("trunk_com_offset", 3),  # m, trunk centre of mass minus nominal
+  ("trunk_mass_delta", 1),  # kg, trunk mass minus nominal
+  ("floor_friction", 1),  # sliding friction of the floor
+  ("kp_scale", NUM_ACTIONS),  # servo position gain / nominal, minus 1
+  ("servo_offset", NUM_ACTIONS),  # rad, servo zero offset
+)
+DYNAMICS_SIZE = sum(size for _, size in DYNAMICS_FIELDS)
+
 #: One frame of the optional observation history: the proprioceptive part of
 #: `state` (gyro and accelerometer as the actor received them, joint position
 #: and scaled velocity with their noise) of one earlier control step.
@@ -72,9 +85,14 @@ def state_layout(history: int = 0) -> ObservationLayout:
   return ObservationLayout(fields)
 
 
-def privileged_layout(history: int = 0) -> ObservationLayout:
-  """Critic observation `privileged_state`: the actor's view plus noiseless truth."""
-  return state_layout(history).extend(*_PRIVILEGED_FIELDS)
+def privileged_layout(history: int = 0, dynamics: bool = False) -> ObservationLayout:
+  """Critic observation `privileged_state`: the actor's view plus noiseless truth.
+
+  With `dynamics` a block `dynamics` (`DYNAMICS_SIZE` floats, `DYNAMICS_FIELDS`)
+  follows: the env's randomized physical parameters.
+  """
+  fields = _PRIVILEGED_FIELDS + ((("dynamics", DYNAMICS_SIZE),) if dynamics else ())
+  return state_layout(history).extend(*fields)
 
 
 def history_of(layout_json: Any) -> int | None:
@@ -182,16 +200,24 @@ def imu_push(buffer: jax.Array, gyro: jax.Array, accelerometer: jax.Array) -> ja
   return jp.roll(buffer, 1, axis=0).at[0].set(sample)
 
 
+def proprioception(imu_sample: jax.Array, noisy: Readings) -> dict[str, jax.Array]:
+  """The actor's proprioceptive blocks (`HISTORY_FRAME_LAYOUT` names) as it observes them.
+
+  The IMU sample it got (noisy, possibly delayed) and the noisy joints, joint
+  velocity scaled by `JOINT_VEL_SCALE`: the one definition that both the
+  `state` observation and the history frames use.
+  """
+  return dict(
+    gyro=imu_sample[:3],
+    accelerometer=imu_sample[3:],
+    joint_pos=noisy.joint_pos,
+    joint_vel=noisy.joint_vel * JOINT_VEL_SCALE,
+  )
+
+
 def history_frame(imu_sample: jax.Array, noisy: Readings) -> jax.Array:
   """One `HISTORY_FRAME_LAYOUT` frame: the IMU sample the actor got and the noisy joints."""
-  return HISTORY_FRAME_LAYOUT.concat(
-    dict(
-      gyro=imu_sample[:3],
-      accelerometer=imu_sample[3:],
-      joint_pos=noisy.joint_pos,
-      joint_vel=noisy.joint_vel * JOINT_VEL_SCALE,
-    )
-  )
+  return HISTORY_FRAME_LAYOUT.concat(proprioception(imu_sample, noisy))
 
 
 def history_push(buffer: jax.Array, frame: jax.Array) -> jax.Array:
@@ -209,6 +235,7 @@ def build(
   phase: jax.Array,
   feet_air_time: jax.Array,
   history: jax.Array | None = None,
+  dynamics: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
   """Assembles `state` and `privileged_state` from readings and env state.
 
@@ -226,16 +253,13 @@ def build(
     feet_air_time: seconds each foot has been off the ground.
     history: (frames, 34) earlier `history_frame`s, newest first; None or
       0 frames for the runtime's 101-float layout.
+    dynamics: (`DYNAMICS_SIZE`,) randomized physical parameters for the
+      critic only (`critic_dynamics`); None leaves them out.
   """
   frames = 0 if history is None else history.shape[0]
-  # The proprioceptive blocks are this step's history frame: one definition.
-  proprio = HISTORY_FRAME_LAYOUT.split(history_frame(imu_sample, noisy))
   blocks = dict(
-    gyro=proprio["gyro"],
-    accelerometer=proprio["accelerometer"],
+    **proprioception(imu_sample, noisy),  # the same blocks as a history frame
     command=command,
-    joint_pos=proprio["joint_pos"],
-    joint_vel=proprio["joint_vel"],
     last_actions=last_actions,
     motor_targets=motor_targets,
     feet_contacts=noisy.feet_contacts,
@@ -256,7 +280,9 @@ def build(
     feet_air_time=feet_air_time,
     base_height=clean.base_height,
   )
+  if dynamics is not None:
+    privileged["dynamics"] = dynamics
   return {
     "state": state_layout(frames).concat(blocks),
-    "privileged_state": privileged_layout(frames).concat({**blocks, **privileged}),
+    "privileged_state": privileged_layout(frames, dynamics is not None).concat({**blocks, **privileged}),
   }
