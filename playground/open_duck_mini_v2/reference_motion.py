@@ -84,9 +84,9 @@ def default_config() -> config_dict.ConfigDict:
       # base velocities of the frames stay the command): feet that slip on
       # the ground need longer steps to carry the trunk at the command. Open
       # loop, 1.5 moves the duck at 68% of a 0.1 m/s command (38% at 1.0; 2.0
-      # topples it), and the cpu preset trained on it reaches the speed
-      # target first (BENCHMARKS.md, runs ffA / ffB).
-      stride_gain=1.5,
+      # topples it). Trained with the cpu preset, 1.75 walks faster than 1.5
+      # with no more falls (BENCHMARKS.md, runs ffB, bigM, strideS).
+      stride_gain=1.75,
       # Weight of the foot's roll in the leg IK (see `LegIK.solve`).
       foot_roll_weight=0.3,
       vx=(-0.15, 0.15, 7),  # min, max, count
