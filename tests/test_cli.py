@@ -1,6 +1,7 @@
 """The training command line, run as real subprocesses."""
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -14,6 +15,7 @@ from helpers import REPO_ROOT
 from helpers import run_cli
 from tensorboardX import SummaryWriter
 
+from playground.common import config as config_lib
 from playground.common import distributed
 from playground.common import run_dirs
 from playground.common import run_record
@@ -22,6 +24,7 @@ from playground.common.runner import RunArgs
 from playground.common.runner import RunError
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2 import joystick
+from playground.open_duck_mini_v2 import references
 from playground.open_duck_mini_v2 import runner as runner_module
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
@@ -306,6 +309,32 @@ def test_resume_keeps_the_recorded_config_when_presets_change(tmp_path):
   # A new run with the same flags gets today's preset.
   fresh = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="cpu")).resolve_config()
   assert fresh.env_config.reference.feedforward is True and fresh.ppo_config.learning_rate == 3e-4
+
+
+def test_resume_refuses_a_run_whose_built_in_reference_gait_changed(tmp_path):
+  # The built-in gait is project data that an update may regenerate (stride_gain
+  # 1.5 -> 1.75 did): a run records its digest, and a resume that would train on
+  # another gait than the run started with is refused, touching nothing.
+  builtin = str(references.BUILTIN_TABLE)
+  digest = hashlib.sha256(references.BUILTIN_TABLE.read_bytes()).hexdigest()
+
+  def digests(env, *overrides):
+    runner = OpenDuckMiniV2Runner(RunArgs(env=env, task="flat_terrain", preset="smoke", overrides=overrides))
+    return config_lib.named_file_digests(runner.named_files(runner.resolve_config()))
+
+  assert digests("joystick")[builtin] == digest
+  assert builtin not in digests("standing")
+  assert builtin not in digests("joystick", "reward_config.scales.imitation=0", "reference.feedforward=false")
+
+  run_dir = fake_run(tmp_path / "run", steps=(1280,))
+  record = json.loads((run_dir / "config.json").read_text())
+  record["file_digests"] = {builtin: "0" * 64}
+  (run_dir / "config.json").write_text(json.dumps(record))
+  before = listing(tmp_path)
+  result = run_cli("--output_dir", tmp_path, "--exp_name", "run", "--resume", timeout=300)
+  assert_one_line_error(result, f"--resume: {builtin} changed since the run started")
+  assert "--restore_checkpoint_path" in result.stderr
+  assert listing(tmp_path) == before
 
 
 def test_restore_mode_all_refuses_a_checkpoint_of_another_seed(tmp_path):

@@ -292,7 +292,8 @@ def check_record_files(runner: BaseRunner, record: dict[str, Any], cfg: Resolved
     if path in current and current[path] != digest:
       raise RunError(
         f"--resume: {path} changed since the run started (sha256 {digest[:12]}... then, "
-        f"{current[path][:12]}... now); restore the file or start a new run"
+        f"{current[path][:12]}... now); restore the file, or start a new run "
+        "(--restore_checkpoint_path starts it from this run's weights)"
       )
 
 

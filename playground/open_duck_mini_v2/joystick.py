@@ -20,6 +20,8 @@ from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2.references import FRAME_LAYOUT
+from playground.open_duck_mini_v2.references import feedforward_on
+from playground.open_duck_mini_v2.references import uses_reference
 
 IMITATED_JOINTS = tuple(consts.ACTUATOR_NAMES.index(n) for n in consts.LEG_JOINT_NAMES)
 
@@ -219,17 +221,6 @@ class Joystick(base.OpenDuckMiniV2Env):
     if unknown:
       raise ValueError(f"reward_config.scales has unknown terms {sorted(unknown)}")
     return {name: terms[name]() for name in active}
-
-
-def feedforward_on(config: config_dict.ConfigDict) -> bool:
-  """Whether an env built from `config` adds the reference gait to the action (configs older
-  than the option have no such key: off)."""
-  return bool(config.reference.get("feedforward", False))
-
-
-def uses_reference(config: config_dict.ConfigDict) -> bool:
-  """Whether an env built from `config` loads the reference gait (imitation or feed-forward)."""
-  return config.reward_config.scales.imitation != 0.0 or feedforward_on(config)
 
 
 def make_feedforward(reference: ref_lib.ReferenceTable, home: np.ndarray, action_scale: float) -> ref_lib.Feedforward:

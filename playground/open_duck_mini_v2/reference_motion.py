@@ -50,11 +50,12 @@ from ml_collections import config_dict
 from playground.common import reference as ref_lib
 from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import references
 from playground.open_duck_mini_v2.references import FRAME_LAYOUT
 
 logger = logging.getLogger("playground")
 
-DEFAULT_PATH = consts.ROOT_PATH / "data" / "reference_gait.npz"
+DEFAULT_PATH = references.BUILTIN_TABLE
 LEGS = {
   "left": ("left_hip_yaw", "left_hip_roll", "left_hip_pitch", "left_knee", "left_ankle"),
   "right": ("right_hip_yaw", "right_hip_roll", "right_hip_pitch", "right_knee", "right_ankle"),

@@ -29,6 +29,25 @@ logger = logging.getLogger("playground")
 NUM_JOINTS = len(consts.ACTUATOR_NAMES)
 #: Layout of one frame of the duck's reference tables.
 FRAME_LAYOUT = frame_layout(NUM_JOINTS)
+#: The built-in generated gait (`reference_motion.py generate`), used when
+#: `reference.path` is empty.
+BUILTIN_TABLE = consts.ROOT_PATH / "data" / "reference_gait.npz"
+
+
+def feedforward_on(config: Any) -> bool:
+  """Whether a joystick env built from `config` adds the reference gait to the action
+  (configs older than the option have no such key: off)."""
+  return bool(config.reference.get("feedforward", False))
+
+
+def uses_reference(config: Any) -> bool:
+  """Whether a joystick env built from `config` loads the reference gait (imitation or feed-forward)."""
+  return config.reward_config.scales.imitation != 0.0 or feedforward_on(config)
+
+
+def table_path(config: Any) -> Path:
+  """The reference table a joystick env built from `config` reads."""
+  return Path(config.reference.path) if config.reference.path else BUILTIN_TABLE
 
 
 #: Index of our 14 joints among the community file's 16 (antennas dropped).

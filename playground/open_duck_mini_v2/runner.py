@@ -203,6 +203,17 @@ class OpenDuckMiniV2Runner(BaseRunner):
       cfg.env_config.reference.path = str(table)
     return cfg
 
+  def named_files(self, cfg: ResolvedConfig) -> dict[str, Any]:
+    """Adds the built-in reference table when the run reads it: its digest goes into the
+    run's record, so that `--resume` refuses a run whose gait a project update changed."""
+    files = super().named_files(cfg)
+    if self.args.env == "joystick":
+      from playground.open_duck_mini_v2 import references
+
+      if references.uses_reference(cfg.env_config):
+        files["reference_table"] = str(references.table_path(cfg.env_config))
+    return files
+
   @classmethod
   def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
     """What the robot runtime needs to feed and read the ONNX policy."""
