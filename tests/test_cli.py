@@ -411,6 +411,18 @@ def test_cpu_preset_narrows_the_trunk_com_offset_and_full_keeps_the_robot_level(
     assert com("joystick", preset) == pytest.approx(0.05)
 
 
+def test_cpu_preset_shows_the_critic_the_randomized_physics_of_the_joystick_env_only():
+  def critic_dynamics(env, preset, *overrides):
+    args = RunArgs(env=env, task="flat_terrain", preset=preset, overrides=list(overrides))
+    return OpenDuckMiniV2Runner(args).resolve_config().env_config.critic_dynamics
+
+  assert critic_dynamics("joystick", "cpu") is True
+  assert critic_dynamics("joystick", "cpu", "critic_dynamics=false") is False
+  assert critic_dynamics("standing", "cpu") is False  # not measured there
+  for preset in ("full", "quick"):
+    assert critic_dynamics("joystick", preset) is False
+
+
 def test_cpu_preset_charges_falls_and_the_others_keep_the_env_default():
   def termination(preset, *overrides):
     args = RunArgs(env="joystick", task="flat_terrain", preset=preset, overrides=list(overrides))

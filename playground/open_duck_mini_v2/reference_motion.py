@@ -85,8 +85,9 @@ def default_config() -> config_dict.ConfigDict:
       # base velocities of the frames stay the command): feet that slip on
       # the ground need longer steps to carry the trunk at the command. Open
       # loop, 1.5 moves the duck at 68% of a 0.1 m/s command (38% at 1.0; 2.0
-      # topples it). Trained with the cpu preset, 1.75 walks faster than 1.5
-      # with no more falls (BENCHMARKS.md, runs ffB, bigM, strideS).
+      # topples it). Trained with the cpu preset's 256 x 256 policy, 1.75
+      # walks faster than 1.5 but falls more unless the critic observes the
+      # randomized physics (BENCHMARKS.md, runs bigM, presetP, critD).
       stride_gain=1.75,
       # Weight of the foot's roll in the leg IK (see `LegIK.solve`).
       foot_roll_weight=0.3,
