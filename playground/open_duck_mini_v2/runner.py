@@ -89,8 +89,8 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
     # A walking policy on a laptop CPU (see BENCHMARKS.md, "Time to walk").
     c.update(
       dict(
-        # About 41 minutes on a 2-core CPU (BENCHMARKS.md, run critD).
-        num_timesteps=12_000_000,
+        # About 47 minutes on a 2-core CPU (BENCHMARKS.md, run critD).
+        num_timesteps=14_000_000,
         num_envs=256,
         batch_size=256,
         num_minibatches=8,
