@@ -21,6 +21,7 @@ from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2.references import FRAME_LAYOUT
 from playground.open_duck_mini_v2.references import feedforward_on
+from playground.open_duck_mini_v2.references import table_path
 from playground.open_duck_mini_v2.references import uses_reference
 
 IMITATED_JOINTS = tuple(consts.ACTUATOR_NAMES.index(n) for n in consts.LEG_JOINT_NAMES)
@@ -106,7 +107,7 @@ class Joystick(base.OpenDuckMiniV2Env):
     self._reference = None
     self._feedforward = None
     if uses_reference(self._config):
-      self._reference = load_reference(self._config.reference.path)
+      self._reference = load_reference(self._config)
       c = self._config.command_config
       uncovered = self._reference.uncovered({"vx": c.lin_vel_x, "vy": c.lin_vel_y, "yaw_rate": c.ang_vel_yaw})
       if uncovered and not self._config.reference.clamp:
@@ -152,7 +153,7 @@ class Joystick(base.OpenDuckMiniV2Env):
   def gait_frequency_of(cls, config: config_dict.ConfigDict) -> float:
     """Hz at which an env built from `config` advances its phase (without building it)."""
     if uses_reference(config):
-      return load_reference(config.reference.path).frequency
+      return load_reference(config).frequency
     return float(config.gait_frequency)
 
   def reward_scales(self) -> dict[str, float]:
@@ -237,13 +238,13 @@ def make_feedforward(reference: ref_lib.ReferenceTable, home: np.ndarray, action
   )
 
 
-def load_reference(path: str) -> ref_lib.ReferenceTable:
-  """The reference table at `path`, or the built-in generated gait."""
-  from playground.open_duck_mini_v2 import reference_motion
+def load_reference(config: config_dict.ConfigDict) -> ref_lib.ReferenceTable:
+  """The reference table an env built from `config` reads (`references.table_path`).
 
-  if not path:
-    return reference_motion.load_default()
-  return ref_lib.ReferenceTable.load(path)
+  The same path is the one a run records the digest of, so the table the env
+  reads and the one `--resume` checks cannot differ.
+  """
+  return ref_lib.ReferenceTable.load(table_path(config))
 
 
 def ideal_reward_per_second(env: Joystick, command: jax.Array, walking: bool, phases: int = 27) -> float:

@@ -55,7 +55,6 @@ from playground.open_duck_mini_v2.references import FRAME_LAYOUT
 
 logger = logging.getLogger("playground")
 
-DEFAULT_PATH = references.BUILTIN_TABLE
 LEGS = {
   "left": ("left_hip_yaw", "left_hip_roll", "left_hip_pitch", "left_knee", "left_ankle"),
   "right": ("right_hip_yaw", "right_hip_roll", "right_hip_pitch", "right_knee", "right_ankle"),
@@ -286,7 +285,7 @@ def generate(cfg: config_dict.ConfigDict | None = None) -> ref_lib.ReferenceTabl
 
 def load_default() -> ref_lib.ReferenceTable:
   """The built-in table (generated once with `generate` and committed)."""
-  return ref_lib.ReferenceTable.load(DEFAULT_PATH)
+  return ref_lib.ReferenceTable.load(references.BUILTIN_TABLE)
 
 
 def plot(table: ref_lib.ReferenceTable, command: Sequence[float], output: str | Path, samples: int = 200) -> Path:
@@ -329,7 +328,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description="Generate or plot the Open Duck Mini V2 reference gait.")
   sub = parser.add_subparsers(dest="command", required=True)
   gen = sub.add_parser("generate", help="(re)generate the reference table")
-  gen.add_argument("--output", default=str(DEFAULT_PATH))
+  gen.add_argument("--output", default=str(references.BUILTIN_TABLE))
   gen.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. period=0.6")
   pl = sub.add_parser("plot", help="PNG of one period for a command")
   pl.add_argument("--reference", help="table (.npz); default: the built-in one")

@@ -264,7 +264,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
     if env_name != "joystick" or not joystick.feedforward_on(env_config):
       return None
     ids = base.RobotIndices.from_model(base.load_model(task))
-    reference = joystick.load_reference(env_config.reference.path)
+    reference = joystick.load_reference(env_config)
     return joystick.make_feedforward(reference, ids.home_ctrl, float(env_config.action_scale))
 
   def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
