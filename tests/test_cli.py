@@ -88,6 +88,7 @@ def test_smoke_run_writes_a_loadable_orbax_checkpoint_and_config(smoke_run):
     (["--restore_mode", "model"], "needs --restore_checkpoint_path"),
     (["--set", "impl=mjx"], "impl must be one of auto, jax, warp"),
     (["--cpu_devices", "0"], "--cpu_devices must be 'auto' or a positive integer"),
+    (["--score_seeds", "0"], "at least 1"),
     (["--preset", "smoke", "--cpu_devices", "3"], "num_envs=16 must be divisible by the 3 devices"),
   ],
 )
@@ -421,6 +422,29 @@ def test_cpu_preset_shows_the_critic_the_randomized_physics_of_the_joystick_env_
   assert critic_dynamics("standing", "cpu") is False  # not measured there
   for preset in ("full", "quick"):
     assert critic_dynamics("joystick", preset) is False
+
+
+def test_presets_that_train_a_walker_score_checkpoints_with_12_episodes_per_command():
+  def seeds(preset, **extra):
+    return OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset=preset, extra=extra)).score_seeds()
+
+  assert seeds("cpu") == 12 and seeds("full") == 12  # best_policy.onnx is chosen by this score
+  assert seeds("quick") == 2 and seeds("smoke") == 2
+  assert seeds("cpu", score_seeds=3) == 3
+
+
+def test_cpu_preset_drops_the_learning_rate_for_its_last_2m_steps_and_the_others_keep_it():
+  def ppo(preset, *overrides):
+    args = RunArgs(env="joystick", task="flat_terrain", preset=preset, overrides=list(overrides))
+    return OpenDuckMiniV2Runner(args).resolve_config().ppo_config
+
+  cpu = ppo("cpu")
+  assert cpu.num_timesteps - cpu.learning_rate_decay_start == 2_000_000
+  assert cpu.learning_rate_decay_end == cpu.learning_rate_decay_start
+  assert cpu.final_learning_rate == pytest.approx(cpu.learning_rate / 3)
+  assert ppo("cpu", "ppo.learning_rate_decay_start=0").learning_rate_decay_start == 0
+  for preset in ("full", "quick", "smoke"):
+    assert ppo(preset).learning_rate_decay_start == 0  # constant
 
 
 def test_cpu_preset_charges_falls_and_the_others_keep_the_env_default():

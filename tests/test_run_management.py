@@ -29,6 +29,8 @@ from helpers import run_cli
 from helpers import subprocess_env
 
 from playground.common import checkpointing
+from playground.common import ppo
+from playground.common import ppo_config
 from playground.common import run_dirs
 from playground.common import trainer
 from playground.common.runner import RunArgs
@@ -248,6 +250,40 @@ def _wait_for(predicate, timeout, proc):
       return False
     time.sleep(0.01)
   return False
+
+
+def test_learning_rate_schedule_is_linear_in_env_steps_and_checked():
+  cfg = ppo_config.default_config()
+  cfg.update(learning_rate=3e-4, learning_rate_decay_start=1000, learning_rate_decay_end=3000, final_learning_rate=1e-4)
+  lr = [float(ppo.learning_rate_at(cfg, s)) for s in (0, 1000, 2000, 3000, 10_000)]
+  np.testing.assert_allclose(lr, [3e-4, 3e-4, 2e-4, 1e-4, 1e-4], rtol=1e-6)
+  cfg.learning_rate_decay_start = 0  # constant
+  assert float(ppo.learning_rate_at(cfg, 10_000)) == pytest.approx(3e-4)
+  cfg.update(learning_rate_decay_start=3000, learning_rate_decay_end=1000)
+  with pytest.raises(ValueError, match="learning_rate_decay_start <= learning_rate_decay_end"):
+    ppo.validate(cfg, 1)
+
+
+def test_learning_rate_steps_down_where_the_schedule_says(tmp_path):
+  # A step down to almost nothing after env step 2048: the iteration that starts
+  # at 2048 still learns, the one that starts at 3072 barely moves the weights.
+  schedule = [f"ppo.{k}={v}" for k, v in (("learning_rate_decay_start", 2048), ("learning_rate_decay_end", 2048))]
+  schedule += ["ppo.final_learning_rate=1e-9"]
+  args = ("--num_timesteps", 4096, "--checkpoint_every", 1024, "--log_every", 1024, "--keep_last", 0)
+  result = _cartpole("--output_dir", tmp_path, "--exp_name", "lr", *args, *[a for s in schedule for a in ("--set", s)])
+  assert result.returncode == 0, result.stderr[-3000:]
+  run_dir = tmp_path / "lr"
+  policy = {s: load_tree(run_dir / f"{s:012d}")["training_state"]["params"]["policy"] for s in (2048, 3072, 4096)}
+
+  def change(a, b):
+    pairs = zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b))
+    return max(float(np.max(np.abs(np.asarray(x) - np.asarray(y)))) for x, y in pairs)
+
+  assert change(policy[2048], policy[3072]) > 1e-4  # full learning rate
+  assert change(policy[3072], policy[4096]) < 1e-6  # 1e-9: Adam moves each weight at most ~lr per update
+  initial = json.loads((run_dir / "config.json").read_text())["ppo_config"]["learning_rate"]
+  logged = [v for _, v in read_scalars(run_dir)["train/learning_rate"]]  # one per iteration
+  np.testing.assert_allclose(logged, [initial, initial, initial, 1e-9], rtol=1e-6)
 
 
 def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_path):

@@ -97,8 +97,31 @@ def steps_per_iteration(config: config_dict.ConfigDict) -> int:
   return config.batch_size * config.num_minibatches * config.unroll_length
 
 
+def _as_float(steps: types.UInt64) -> jax.Array:
+  """A traced `UInt64` step count as float32 (exact to 2**24, within 1 ppm beyond)."""
+  return jp.asarray(steps.hi, jp.float32) * 2.0**32 + jp.asarray(steps.lo, jp.float32)
+
+
+def learning_rate_at(config: config_dict.ConfigDict, env_steps: jax.Array) -> jax.Array:
+  """The learning rate of the iteration that starts at `env_steps` (see `learning_rate_decay_start`)."""
+  lr = config.learning_rate
+  start = config.get("learning_rate_decay_start", 0)
+  if not start:
+    return jp.asarray(lr, dtype=jp.float32)
+  span = max(config.learning_rate_decay_end - start, 1)
+  done = jp.clip((jp.asarray(env_steps, dtype=jp.float32) - start) / span, 0.0, 1.0)
+  return (1.0 - done) * lr + done * config.final_learning_rate
+
+
 def validate(config: config_dict.ConfigDict, device_count: int) -> None:
-  """Raises ValueError for batch/env sizes that cannot be split evenly."""
+  """Raises ValueError for batch/env sizes that cannot be split evenly, or a bad learning-rate schedule."""
+  start, end = config.get("learning_rate_decay_start", 0), config.get("learning_rate_decay_end", 0)
+  if start < 0 or (start and end < start) or (start and config.final_learning_rate <= 0):
+    raise ValueError(
+      "the learning-rate schedule needs 0 <= learning_rate_decay_start <= learning_rate_decay_end and "
+      f"final_learning_rate > 0 (got start {start}, end {end}, final {config.get('final_learning_rate')}); "
+      "learning_rate_decay_start=0 keeps the learning rate constant"
+    )
   if config.num_envs % device_count:
     raise ValueError(f"num_envs={config.num_envs} must be divisible by the {device_count} devices")
   if (config.batch_size * config.num_minibatches) % config.num_envs:
@@ -276,6 +299,11 @@ class PPO:
     data = jax.tree_util.tree_map(lambda x: jp.swapaxes(x, 1, 2), data)
     data = jax.tree_util.tree_map(lambda x: jp.reshape(x, (-1,) + x.shape[2:]), data)
 
+    learning_rate = learning_rate_at(cfg, _as_float(ts.env_steps))
+    # Adam's step is proportional to its learning rate: scaling its update
+    # is Adam at the scheduled rate, with the optimizer state unchanged.
+    update_scale = learning_rate / cfg.learning_rate if cfg.get("learning_rate_decay_start", 0) else None
+
     normalizer_params = ts.normalizer_params
     if cfg.normalize_observations:
       normalizer_params = running_statistics.update(normalizer_params, data.observation, pmap_axis_name=AXIS)
@@ -285,6 +313,8 @@ class PPO:
       key, key_loss = jax.random.split(key)
       (_, metrics), grads = self._loss_and_grad(params, normalizer_params, batch, key_loss)
       updates, optimizer_state = self.optimizer.update(grads, optimizer_state)
+      if update_scale is not None:
+        updates = jax.tree_util.tree_map(lambda u: u * update_scale, updates)
       params = optax.apply_updates(params, updates)
       return (optimizer_state, params, key), metrics
 
@@ -317,7 +347,7 @@ class PPO:
       key=key,
     )
     metrics = {f"train/{k}": jax.lax.pmean(jp.mean(v), AXIS) for k, v in loss_metrics.items()}
-    metrics["train/learning_rate"] = jp.asarray(cfg.learning_rate, dtype=jp.float32)
+    metrics["train/learning_rate"] = learning_rate
     metrics.update(_reduce_episode_stats(stats))
     metrics["train/finite"] = _all_finite(new_ts.params) & jp.isfinite(metrics["train/total_loss"])
     return new_ts, env_state, metrics

@@ -14,6 +14,14 @@ def default_config() -> config_dict.ConfigDict:
       num_minibatches=8,
       num_updates_per_batch=4,
       learning_rate=3e-4,
+      # Learning-rate schedule in env steps of the run (absolute, so a resume
+      # with a larger --num_timesteps keeps it): `learning_rate` until
+      # `learning_rate_decay_start`, then linear to `final_learning_rate` at
+      # `learning_rate_decay_end` (equal to the start: a step down), constant
+      # after. 0: a constant learning rate.
+      learning_rate_decay_start=0,
+      learning_rate_decay_end=0,
+      final_learning_rate=1e-4,
       entropy_cost=1e-2,
       discounting=0.97,
       gae_lambda=0.95,
