@@ -1,5 +1,6 @@
 """The training command line, run as real subprocesses."""
 
+import ast
 import dataclasses
 import hashlib
 import json
@@ -134,13 +135,18 @@ def fake_run(run_dir: Path, steps=(2560,), planned=2560, **flags) -> Path:
   args = dataclasses.asdict(RunArgs(env="joystick", task="flat_terrain", preset="smoke", cpu_devices="auto"))
   args.update(extra={"reference": None, "allow_pickle": False}, **flags)
   args.pop("explicit")
+  ppo = {**runner_module.ppo_config(args["env"], args["preset"]).to_dict(), "num_timesteps": planned}
+  for override in args["overrides"]:  # recorded as resolved, like the runner's record
+    key, value = override.split("=", 1)
+    if key.startswith("ppo."):
+      ppo[key[len("ppo.") :]] = ast.literal_eval(value)
   record = {
     "robot": "open_duck_mini_v2",
     "env": args["env"],
     "task": args["task"],
     "preset": args["preset"],
     "env_config": {},
-    "ppo_config": {"num_timesteps": planned, "num_envs": 16},
+    "ppo_config": ppo,
     "flags": args,
   }
   run_dir.mkdir(parents=True)
@@ -289,6 +295,8 @@ def test_resume_keeps_the_recorded_config_when_presets_change(tmp_path):
   env_config["reward_config"]["scales"]["alive"] = 7.5
   ppo = runner_module.ppo_config("joystick", "cpu").to_dict()
   ppo.update(learning_rate=1e-4, num_timesteps=2560)
+  for key in ("learning_rate_decay_start", "learning_rate_decay_end", "final_learning_rate"):
+    del ppo[key]  # recorded before the schedule existed
   run_dir = fake_run(tmp_path / "run", steps=(1280,), preset="cpu")
   record = json.loads((run_dir / "config.json").read_text())
   record.update(env_config=env_config, ppo_config=ppo)
@@ -305,6 +313,7 @@ def test_resume_keeps_the_recorded_config_when_presets_change(tmp_path):
   assert cfg.env_config.reference.feedforward is False  # the env default, not the cpu preset's True
   assert cfg.env_config.reward_config.scales.alive == 7.5
   assert cfg.ppo_config.learning_rate == 1e-4
+  assert cfg.ppo_config.learning_rate_decay_start == 0  # constant, as before; not the cpu preset's drop
   assert cfg.ppo_config.num_timesteps == 5120  # a flag a resume may change
   assert resumed().ppo_config.num_timesteps == 2560
   # A new run with the same flags gets today's preset.

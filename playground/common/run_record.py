@@ -26,6 +26,7 @@ from typing import Any
 from ml_collections import config_dict
 
 from playground.common import config as config_lib
+from playground.common import ppo_config as ppo_defaults
 from playground.common import run_dirs
 
 if TYPE_CHECKING:
@@ -216,7 +217,9 @@ def recorded_configs(
   an env key the record lacks (added since) takes the env's *default* value,
   not the preset's, since new features default to the behaviour before them.
   PPO keys take the recorded values, except those set by the flags a resume
-  may change (`--num_timesteps`, `--eval_every`, ...). Differences are logged.
+  may change (`--num_timesteps`, `--eval_every`, ...); a PPO key the record
+  lacks takes the PPO default (e.g. a constant learning rate for a run
+  recorded before the schedule existed). Differences are logged.
   A record without an env config (or without a PPO config) leaves that part as resolved.
 
   Args:
@@ -251,7 +254,7 @@ def recorded_configs(
     env_config, record.get("env_config"), runner.default_env_config(runner.args.env), set(runner.FLAG_ENV_KEYS)
   )
   keep = {name for name in RECORD_DEFAULTS if getattr(runner.args, name, None) is not None} | {"num_envs"}
-  ppo_config = merge(ppo_config, record.get("ppo_config"), None, keep)
+  ppo_config = merge(ppo_config, record.get("ppo_config"), ppo_defaults.default_config(), keep)
   if changed:
     logger.warning("--resume keeps the run's recorded configuration: %s", ", ".join(changed))
   return env_config, ppo_config
