@@ -442,20 +442,6 @@ def test_presets_that_train_a_walker_score_checkpoints_with_12_episodes_per_comm
   assert seeds("cpu", score_seeds=3) == 3
 
 
-def test_cpu_preset_drops_the_learning_rate_for_its_last_2m_steps_and_the_others_keep_it():
-  def ppo(preset, *overrides):
-    args = RunArgs(env="joystick", task="flat_terrain", preset=preset, overrides=list(overrides))
-    return OpenDuckMiniV2Runner(args).resolve_config().ppo_config
-
-  cpu = ppo("cpu")
-  assert cpu.num_timesteps - cpu.learning_rate_decay_start == 2_000_000
-  assert cpu.learning_rate_decay_end == cpu.learning_rate_decay_start
-  assert cpu.final_learning_rate == pytest.approx(cpu.learning_rate / 3)
-  assert ppo("cpu", "ppo.learning_rate_decay_start=0").learning_rate_decay_start == 0
-  for preset in ("full", "quick", "smoke"):
-    assert ppo(preset).learning_rate_decay_start == 0  # constant
-
-
 def test_cpu_preset_charges_falls_and_the_others_keep_the_env_default():
   def termination(preset, *overrides):
     args = RunArgs(env="joystick", task="flat_terrain", preset=preset, overrides=list(overrides))

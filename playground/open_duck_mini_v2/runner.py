@@ -106,13 +106,8 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
       dict(
         # About 47 minutes on a 2-core CPU (BENCHMARKS.md, run critD).
         num_timesteps=14_000_000,
-        # A third of the learning rate for the last 2M steps. Measured
-        # (BENCHMARKS.md, run ftL): run critD's 12M policy fine-tuned at 1e-4
-        # for 2M steps falls in 0 of 108 scorecard episodes at vx 0.072 m/s,
-        # where 2M more at 3e-4 fall in 2 of 108.
-        learning_rate_decay_start=12_000_000,
-        learning_rate_decay_end=12_000_000,
-        final_learning_rate=1e-4,
+        # A constant learning rate: dropping it to 1e-4 at 12M did not reduce
+        # falls from scratch (BENCHMARKS.md, runs ftL and lrM).
         num_envs=256,
         batch_size=256,
         num_minibatches=8,
