@@ -1,6 +1,5 @@
 """The training command line, run as real subprocesses."""
 
-import ast
 import dataclasses
 import hashlib
 import json
@@ -135,11 +134,9 @@ def fake_run(run_dir: Path, steps=(2560,), planned=2560, **flags) -> Path:
   args = dataclasses.asdict(RunArgs(env="joystick", task="flat_terrain", preset="smoke", cpu_devices="auto"))
   args.update(extra={"reference": None, "allow_pickle": False}, **flags)
   args.pop("explicit")
-  ppo = {**runner_module.ppo_config(args["env"], args["preset"]).to_dict(), "num_timesteps": planned}
-  for override in args["overrides"]:  # recorded as resolved, like the runner's record
-    key, value = override.split("=", 1)
-    if key.startswith("ppo."):
-      ppo[key[len("ppo.") :]] = ast.literal_eval(value)
+  # The PPO config as the runner resolves and records it (preset, flags, --set).
+  ppo = OpenDuckMiniV2Runner(RunArgs(**args)).resolve_config().ppo_config.to_dict()
+  ppo["num_timesteps"] = planned
   record = {
     "robot": "open_duck_mini_v2",
     "env": args["env"],

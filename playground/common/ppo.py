@@ -102,12 +102,17 @@ def _as_float(steps: types.UInt64) -> jax.Array:
   return jp.asarray(steps.hi, jp.float32) * 2.0**32 + jp.asarray(steps.lo, jp.float32)
 
 
+def has_schedule(config: config_dict.ConfigDict) -> bool:
+  """Whether the learning rate follows a schedule (`learning_rate_decay_start` > 0)."""
+  return bool(config.get("learning_rate_decay_start", 0))
+
+
 def learning_rate_at(config: config_dict.ConfigDict, env_steps: jax.Array) -> jax.Array:
   """The learning rate of the iteration that starts at `env_steps` (see `learning_rate_decay_start`)."""
   lr = config.learning_rate
-  start = config.get("learning_rate_decay_start", 0)
-  if not start:
+  if not has_schedule(config):
     return jp.asarray(lr, dtype=jp.float32)
+  start = config.learning_rate_decay_start
   span = max(config.learning_rate_decay_end - start, 1)
   done = jp.clip((jp.asarray(env_steps, dtype=jp.float32) - start) / span, 0.0, 1.0)
   return (1.0 - done) * lr + done * config.final_learning_rate
@@ -116,7 +121,7 @@ def learning_rate_at(config: config_dict.ConfigDict, env_steps: jax.Array) -> ja
 def validate(config: config_dict.ConfigDict, device_count: int) -> None:
   """Raises ValueError for batch/env sizes that cannot be split evenly, or a bad learning-rate schedule."""
   start, end = config.get("learning_rate_decay_start", 0), config.get("learning_rate_decay_end", 0)
-  if start < 0 or (start and end < start) or (start and config.final_learning_rate <= 0):
+  if start < 0 or (has_schedule(config) and (end < start or config.final_learning_rate <= 0)):
     raise ValueError(
       "the learning-rate schedule needs 0 <= learning_rate_decay_start <= learning_rate_decay_end and "
       f"final_learning_rate > 0 (got start {start}, end {end}, final {config.get('final_learning_rate')}); "
@@ -302,7 +307,7 @@ class PPO:
     learning_rate = learning_rate_at(cfg, _as_float(ts.env_steps))
     # Adam's step is proportional to its learning rate: scaling its update
     # is Adam at the scheduled rate, with the optimizer state unchanged.
-    update_scale = learning_rate / cfg.learning_rate if cfg.get("learning_rate_decay_start", 0) else None
+    update_scale = learning_rate / cfg.learning_rate if has_schedule(cfg) else None
 
     normalizer_params = ts.normalizer_params
     if cfg.normalize_observations:
