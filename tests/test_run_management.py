@@ -383,20 +383,35 @@ def test_sigterm_saves_and_the_resumed_run_is_bit_identical_keeping_the_last_k(t
 
 
 def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
-  # Every iteration saves, so the second Ctrl-C usually lands during a save. The
-  # duck: the cartpole saves and exits before a second keypress can reach it.
-  every = ("--checkpoint_every", 1280, "--keep_last", 0)
-  proc = _start(tmp_path, "twice", "--num_timesteps", 1_000_000, *every, script=DUCK)
+  # No periodic checkpoints: the first Ctrl-C, sent once the training step is
+  # compiled, always leaves a whole new checkpoint to write (policy export,
+  # Orbax save, scorecard), seconds of work, so the second one (0.7 s later)
+  # lands while it is in progress. Waiting for a periodic checkpoint instead
+  # raced: the duck could finish its pending save and exit 0 in between.
   run_dir = tmp_path / "twice"
-  assert _wait_for(lambda: len(steps_of(run_dir)) >= 1, 600, proc), "training did not start"
-  proc.send_signal(signal.SIGINT)
-  time.sleep(trainer.DUPLICATE_SIGNAL_S + 0.2)  # a second keypress, not the same one delivered twice
-  sent = time.monotonic()
-  proc.send_signal(signal.SIGINT)
-  _, stderr = proc.communicate(timeout=60)
+  log = tmp_path / "stderr.txt"
+  command = [sys.executable, str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", "twice"]
+  command += ["--num_timesteps", "1000000", "--checkpoint_every", "1000000", "--keep_last", "0"]
+  with open(log, "w") as err:
+    proc = subprocess.Popen(
+      command, stdout=subprocess.DEVNULL, stderr=err, text=True, env=subprocess_env(), cwd=REPO_ROOT
+    )
+    try:
+      assert _wait_for(lambda: "training step" in log.read_text(), 600, proc), log.read_text()[-3000:]
+      assert not steps_of(run_dir)
+      proc.send_signal(signal.SIGINT)
+      time.sleep(trainer.DUPLICATE_SIGNAL_S + 0.2)  # a second keypress, not the same one delivered twice
+      assert proc.poll() is None, "the first Ctrl-C's save finished too soon to test a second one"
+      sent = time.monotonic()
+      proc.send_signal(signal.SIGINT)
+      proc.wait(timeout=60)
+    finally:
+      if proc.poll() is None:
+        proc.kill()
+  stderr = log.read_text()
   assert proc.returncode == 130, stderr[-3000:]
   assert time.monotonic() - sent < 5
-  assert "second signal" in stderr
+  assert "second signal" in stderr and "interrupted: saved checkpoint" not in stderr
   assert not any(p.name.startswith(".tmp-") for p in run_dir.iterdir())
   for step_dir in (p for p in run_dir.iterdir() if p.name.isdigit()):
     assert run_dirs.is_complete(step_dir), step_dir
