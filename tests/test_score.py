@@ -208,14 +208,22 @@ def test_the_runner_scores_every_checkpoint_into_tensorboard(smoke_run):
   assert env_config == json.loads((run_dir / "config.json").read_text())["env_config"]
 
 
-def test_the_run_keeps_the_policy_with_the_fewest_falls_then_the_smallest_tracking_error(tmp_path):
-  def card(falls, error, episodes=18):
+def test_the_run_keeps_the_walking_policy_with_the_fewest_falls_then_the_smallest_tracking_error(tmp_path):
+  def card(falls, error, episodes=18, vx=0.08, yaw=0.4):
     return {
-      "headline": {"falls": falls, "episodes": episodes, "tracking_error_mps": error, "yaw_rate_error_radps": 0.3}
+      "headline": {
+        "falls": falls,
+        "episodes": episodes,
+        "tracking_error_mps": error,
+        "yaw_rate_error_radps": 0.3,
+        "vx_at_0.1": vx,
+        "yaw_rate_at_0.5": yaw,
+      }
     }
 
+  names = ("000000000050", "000000000100", "000000000200", "000000000300", "000000000400", "000000000500")
   steps = {}
-  for name in ("000000000100", "000000000200", "000000000300", "000000000400"):
+  for name in names:
     steps[name] = tmp_path / name
     steps[name].mkdir()
     (steps[name] / "policy.onnx").write_bytes(name.encode())
@@ -225,7 +233,11 @@ def test_the_run_keeps_the_policy_with_the_fewest_falls_then_the_smallest_tracki
       tmp_path / score.BEST_POLICY
     ).read_bytes()
 
-  assert score.update_best(tmp_path, steps["000000000100"], card(2, 0.15))  # the first scored is the best so far
+  # A duck that stands (or only turns) without falling is the best only until one walks.
+  assert score.update_best(tmp_path, steps["000000000050"], card(0, 0.09, vx=0.01, yaw=0.05))
+  assert score.update_best(tmp_path, steps["000000000100"], card(2, 0.15))  # walks: beats standing, whatever its falls
+  assert not score.update_best(tmp_path, steps["000000000500"], card(0, 0.05, vx=0.069))  # just under 0.07 m/s
+  assert not score.update_best(tmp_path, steps["000000000500"], card(0, 0.05, yaw=0.29))  # turns too slowly
   assert score.update_best(tmp_path, steps["000000000200"], card(1, 0.19))  # fewer falls beat a smaller error
   assert not score.update_best(tmp_path, steps["000000000300"], card(1, 0.19))  # a tie keeps the earlier one
   assert best() == ("000000000200", b"000000000200")
@@ -233,6 +245,8 @@ def test_the_run_keeps_the_policy_with_the_fewest_falls_then_the_smallest_tracki
   assert not score.update_best(tmp_path, steps["000000000100"], card(4, 0.10, episodes=54))  # shares, not counts
   assert best() == ("000000000400", b"000000000400")
   assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+  assert score.walks_on_command({"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3})
+  assert not score.walks_on_command({"yaw_rate_at_0.5": 0.5})  # no forward command scored: not walking
 
 
 def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_ranges():

@@ -311,7 +311,9 @@ class OpenDuckMiniV2Runner(BaseRunner):
     logger.info("%s (step %s, %.1f s)", score.headline_line(card), f"{step:,}", card["wall_time_s"])
     run_dir = Path(step_dir).parent
     if score.update_best(run_dir, Path(step_dir), card):
-      logger.info("best policy so far (fewest falls, then tracking error): %s", run_dir / score.BEST_POLICY)
+      logger.info(
+        "best policy so far (walks on command, then fewest falls, then tracking error): %s", run_dir / score.BEST_POLICY
+      )
     return score.tensorboard_scalars(card)
 
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:

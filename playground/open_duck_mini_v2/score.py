@@ -724,14 +724,31 @@ BEST_POLICY = "best_policy.onnx"
 BEST_SCORE = "best_score.json"
 
 
+#: The speeds at which a policy walks on command: at least 70% of the 0.1 m/s
+#: forward command and 60% of the 0.5 rad/s turn (the CPU preset's target).
+WALKING_SPEEDS = {"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3}
+
+
+def walks_on_command(headline: dict[str, Any]) -> bool:
+  """True when the headline's forward speed and yaw rate reach `WALKING_SPEEDS` (falls aside)."""
+  return all(float(headline.get(key, 0.0)) >= floor for key, floor in WALKING_SPEEDS.items())
+
+
 def rank(headline: dict[str, Any]) -> tuple[float, ...]:
-  """Sort key of a scorecard, best first: the share of falls, then the velocity and yaw-rate errors."""
+  """Sort key of a scorecard, best first.
+
+  A policy that walks on command (`walks_on_command`) ranks above one that
+  does not, whatever their falls: a duck that stands still falls less and
+  has not learned the task. Then the share of falls, then the velocity and
+  yaw-rate tracking errors.
+  """
   share = headline["falls"] / max(int(headline["episodes"]), 1)
-  return (share, float(headline["tracking_error_mps"]), float(headline["yaw_rate_error_radps"]))
+  walks = walks_on_command(headline)
+  return (0.0 if walks else 1.0, share, float(headline["tracking_error_mps"]), float(headline["yaw_rate_error_radps"]))
 
 
 def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any]) -> bool:
-  """Keeps `run_dir/best_policy.onnx` the scored checkpoint with the best `rank`.
+  """Keeps `run_dir/best_policy.onnx` the scored checkpoint with the best `rank` (walking first, then fewest falls).
 
   Copies `step_dir/policy.onnx` and writes `best_score.json` (the card, with
   the checkpoint's name) when `card` ranks better than the recorded best, or
