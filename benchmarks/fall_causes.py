@@ -74,6 +74,9 @@ def main() -> None:
     if name == "training_models":
       episodes = len(score.suite()) * args.seeds
       keys = training_env.randomization_keys(run_seed(Path(where)), list(range(episodes)))
+      # The training models include the trunk offset's training margin, which the scorecard drops.
+      margin = (env_config or {}).get("domain_randomization", {}).get("com_offset_margin", 0.0)
+      overrides = (("domain_randomization.com_offset_margin", str(margin)),) if margin else ()
     card = score.score(policy, env_config, seeds=args.seeds, overrides=overrides, model_keys=keys)
     results[name] = card["headline"]
     if name == "as_trained":

@@ -106,3 +106,20 @@ def test_the_scorecard_can_play_the_models_a_run_trained_on(tmp_path):
   policy = write_policy(tmp_path / "zero.onnx")
   with pytest.raises(score.ScoreError, match="2 model keys for 9 episodes"):
     score.score(policy, seeds=1, model_keys=training_env.randomization_keys(3, [4, 9]))
+
+
+def test_the_trunk_offset_margin_widens_the_training_range_by_the_same_draw():
+  # Same keys: the margin scales each draw by (com_offset + margin) / com_offset.
+  mj_model = base.load_model("flat_terrain")
+  model = mjx.put_model(mj_model)
+  targets = randomize.RandomizationTargets(consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES)
+  trunk = mj_model.body(consts.ROOT_BODY).id
+  keys = jax.random.split(jax.random.PRNGKey(3), 64)
+  com = {}
+  for margin in (0.0, 0.005):
+    config = randomize.default_config()
+    config.com_offset, config.com_offset_margin = 0.03, margin
+    batched, _ = jax.jit(randomize.make_randomization_fn(mj_model, targets, config))(model, keys)
+    com[margin] = np.asarray(batched.body_ipos[:, trunk] - mj_model.body_ipos[trunk])
+  np.testing.assert_allclose(com[0.005], com[0.0] * 0.035 / 0.03, atol=1e-6)
+  assert np.abs(com[0.0]).max() <= 0.03 + 1e-7 < np.abs(com[0.005]).max() <= 0.035 + 1e-7

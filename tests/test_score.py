@@ -47,6 +47,10 @@ def write_policy(path, metadata_changes=None, bias=None, history=0):
 @pytest.fixture(scope="module")
 def zero_card(tmp_path_factory):
   policy = write_policy(tmp_path_factory.mktemp("zero") / "zero.onnx")
+  # Its run trained with a margin on the trunk offset, which the scorecard leaves out.
+  config = env_class("joystick").default_config()
+  config.domain_randomization.com_offset_margin = 0.005
+  (policy.parent / "config.json").write_text(json.dumps({"env_config": config.to_dict()}))
   # --set narrows one randomization range (the cpu preset's); the rest stays on.
   result = run_cli(policy, "--seeds", "1", "--set", "domain_randomization.com_offset=0.03", script=SCORE, timeout=600)
   assert result.returncode == 0, result.stderr[-3000:]
@@ -62,6 +66,7 @@ def test_a_zero_action_policy_stands_and_does_not_walk(zero_card):
   assert offsets.shape == (len(score.suite()), 3) and not any(e["fell"] for e in card["episodes"])
   assert np.abs(offsets).max() <= 0.03 + 1e-4 and np.unique(offsets[:, 0]).size == len(offsets)  # one model each
   assert "set domain_randomization.com_offset=0.03" in card["conditions"]
+  assert "+-3.0 cm (trained with 0.5 cm more)" in card["conditions"]
   h = card["headline"]
   # With randomization, noise and delays on, holding the home pose keeps the duck up...
   assert h["falls"] == 0 and h["episodes"] == len(score.suite())
@@ -283,6 +288,15 @@ def test_score_config_keeps_the_training_disturbances_unless_clean():
   assert wider.domain_randomization.com_offset == 0.05 and wider.noise_config.level == 0.5
   with pytest.raises(config_lib.ConfigError, match="domain_randomization.com_offset"):
     score.score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_ofset", "0.05")])
+  # A training margin on the trunk offset is not judged; --set brings it back.
+  trained.domain_randomization.update(com_offset=0.03, com_offset_margin=0.005)
+  judged = score.score_config(metadata, trained.to_dict(), False)
+  assert (judged.domain_randomization.com_offset, judged.domain_randomization.com_offset_margin) == (0.03, 0.0)
+  margin = [("domain_randomization.com_offset_margin", "0.005")]
+  assert score.score_config(metadata, trained.to_dict(), False, margin).domain_randomization.com_offset_margin == 0.005
+  old_run = trained.to_dict()
+  del old_run["domain_randomization"]["com_offset_margin"]  # recorded before the margin existed
+  assert score.score_config(metadata, old_run, False).domain_randomization.com_offset == 0.03
 
 
 def test_an_onnx_file_takes_its_run_s_env_config_when_one_is_next_to_it(tmp_path):

@@ -49,6 +49,9 @@ def default_config() -> config_dict.ConfigDict:
       # m, +-U on each axis of the trunk's centre of mass: the upstream Open
       # Duck Playground's +-5 cm (battery, head and wiring placement vary).
       com_offset=0.05,
+      # m added to `com_offset` in training only: the policy trains on a wider
+      # range than the scorecard judges it on (`score.score_config` drops it).
+      com_offset_margin=0.0,
       link_mass_scale=(0.9, 1.1),  # x mass (and inertia) of every link
       trunk_extra_mass=(-0.1, 0.1),  # kg added to the trunk
       joint_offset=0.03,  # rad, +-U servo zero offset (qpos0 + servo bias)
@@ -111,6 +114,7 @@ def make_randomization_fn(
   n_act = len(act_ids)
   head = np.array([name in tuple(targets.head_actuators) for name in targets.actuators])
   c = config
+  com_offset = float(c.com_offset) + float(c.get("com_offset_margin", 0.0))  # a run recorded before the margin has none
 
   def sample(model: mjx.Model, key: jax.Array) -> dict[str, jax.Array]:
     k = jax.random.split(key, 9)
@@ -120,7 +124,7 @@ def make_randomization_fn(
     geom_friction = model.geom_friction.at[floor, 0].set(u(k[0], c.floor_friction))
     dof_frictionloss = model.dof_frictionloss.at[dof_ids].multiply(u(k[1], c.frictionloss_scale, (n_act,)))
     dof_armature = model.dof_armature.at[dof_ids].multiply(u(k[2], c.armature_scale, (n_act,)))
-    body_ipos = model.body_ipos.at[trunk].add(u(k[3], (-c.com_offset, c.com_offset), (3,)))
+    body_ipos = model.body_ipos.at[trunk].add(u(k[3], (-com_offset, com_offset), (3,)))
     mass_scale = u(k[4], c.link_mass_scale, (model.nbody,))
     body_mass = model.body_mass * mass_scale
     extra = u(k[5], c.trunk_extra_mass)

@@ -207,6 +207,7 @@ def score_config(
 ):
   """The env config to play with: the run's (or the env's default), as the policy was trained.
 
+  The trunk offset's training margin is dropped (see `randomize.default_config`).
   `overrides` (`config.parse_overrides` pairs) change it first, as `--set`
   does for training; an unknown key raises `ConfigError`.
   """
@@ -220,6 +221,11 @@ def score_config(
   config = env_class(metadata["env"]).default_config()
   if env_config is not None:
     config = config_dict.ConfigDict(env_config)
+  # The scorecard judges at the randomization's nominal ranges: the trunk
+  # offset's training margin (`com_offset_margin`) is left out, unless
+  # `overrides` set it again.
+  if config.domain_randomization.get("com_offset_margin", 0.0):
+    config.domain_randomization.com_offset_margin = 0.0
   if overrides:
     config = config_lib.apply_overrides(config, overrides)
   config.action_scale = float(metadata.get("action_scale", config.action_scale))
@@ -624,6 +630,12 @@ def score(
     if clean
     else "training domain randomization, sensor noise and action/IMU delays"
   ) + ("; training pushes" if pushes else "; no pushes")
+  margin = float(((env_config or {}).get("domain_randomization") or {}).get("com_offset_margin", 0.0))
+  if margin and not clean and not config.domain_randomization.com_offset_margin:
+    card["conditions"] += (
+      f"; trunk offsets within +-{100 * config.domain_randomization.com_offset:.1f} cm"
+      f" (trained with {100 * margin:.1f} cm more)"
+    )
   if overrides:
     card["overrides"] = [f"{k}={v}" for k, v in overrides]
     card["conditions"] += "; set " + ", ".join(card["overrides"])
