@@ -407,15 +407,17 @@ def test_presets_train_the_joystick_policy_as_a_residual_around_the_reference_ga
 
 
 def test_cpu_preset_narrows_the_trunk_com_offset_and_full_keeps_the_robot_level():
-  def com(env, preset, *overrides):
+  def com(env, preset, *overrides, key="com_offset"):
     args = RunArgs(env=env, task="flat_terrain", preset=preset, overrides=list(overrides))
-    return OpenDuckMiniV2Runner(args).resolve_config().env_config.domain_randomization.com_offset
+    return OpenDuckMiniV2Runner(args).resolve_config().env_config.domain_randomization[key]
 
   assert com("joystick", "cpu") == pytest.approx(0.03)
   assert com("standing", "cpu") == pytest.approx(0.03)
   assert com("joystick", "cpu", "domain_randomization.com_offset=0.05") == pytest.approx(0.05)
   for preset in ("full", "quick"):
     assert com("joystick", preset) == pytest.approx(0.05)
+    assert com("joystick", preset, key="com_offset_margin") == 0.0
+  assert com("joystick", "cpu", key="com_offset_margin") == pytest.approx(0.005)  # trains at +-3.5 cm
 
 
 def test_cpu_preset_shows_the_critic_the_randomized_physics_of_the_joystick_env_only():

@@ -104,8 +104,9 @@ def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
     # A walking policy on a laptop CPU (see BENCHMARKS.md, "Time to walk").
     c.update(
       dict(
-        # About 47 minutes on a 2-core CPU (BENCHMARKS.md, run critD).
-        num_timesteps=14_000_000,
+        # About 56 minutes on a 2-core CPU; both runs of the preset met the
+        # walking target at 14M or 16M (BENCHMARKS.md, runs comW and comW1).
+        num_timesteps=16_000_000,
         # A constant learning rate: dropping it to 1e-4 at 12M did not reduce
         # falls from scratch (BENCHMARKS.md, runs ftL and lrM).
         num_envs=256,
@@ -331,6 +332,12 @@ class OpenDuckMiniV2Runner(BaseRunner):
       # `full` preset keeps +-5 cm. --set domain_randomization.com_offset=0.05
       # restores it.
       overrides["domain_randomization.com_offset"] = 0.03
+      # It trains at +-3.5 cm and is scored at +-3 (the margin is training
+      # only): trained at +-3 cm, its falls were on models at the edge of the
+      # range (2.5-2.9 cm). Measured (BENCHMARKS.md, runs comW and comW1, 12
+      # seeds): 5 falls in 1,296 scorecard episodes at 6-16M instead of 28
+      # (runs critD and lrM), at the same speeds.
+      overrides["domain_randomization.com_offset_margin"] = 0.005
       if env_name == "joystick":
         # A fall costs 200 x ctrl_dt = 4 (per-step rewards are about 0.15),
         # Isaac Lab's humanoid termination penalty. Measured (BENCHMARKS.md,
