@@ -215,12 +215,12 @@ def test_fine_tuning_under_another_reward_set_takes_the_weights(smoke_run, tmp_p
     checkpointing.restore_parts(step_dir, {"training_state/params/critic": wider})
 
 
-def _start(tmp_path, name, *args, script=CARTPOLE):
+def _start(tmp_path, name, *args, script=CARTPOLE, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
   env = subprocess_env()
   return subprocess.Popen(
     [sys.executable, str(script), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", name, *map(str, args)],
-    stdout=subprocess.PIPE,
-    stderr=subprocess.PIPE,
+    stdout=stdout,
+    stderr=stderr,
     text=True,
     env=env,
     cwd=REPO_ROOT,
@@ -390,12 +390,9 @@ def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
   # raced: the duck could finish its pending save and exit 0 in between.
   run_dir = tmp_path / "twice"
   log = tmp_path / "stderr.txt"
-  command = [sys.executable, str(DUCK), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", "twice"]
-  command += ["--num_timesteps", "1000000", "--checkpoint_every", "1000000", "--keep_last", "0"]
+  flags = ("--num_timesteps", 1_000_000, "--checkpoint_every", 1_000_000, "--keep_last", 0)
   with open(log, "w") as err:
-    proc = subprocess.Popen(
-      command, stdout=subprocess.DEVNULL, stderr=err, text=True, env=subprocess_env(), cwd=REPO_ROOT
-    )
+    proc = _start(tmp_path, "twice", *flags, script=DUCK, stdout=subprocess.DEVNULL, stderr=err)
     try:
       assert _wait_for(lambda: "training step" in log.read_text(), 600, proc), log.read_text()[-3000:]
       assert not steps_of(run_dir)
