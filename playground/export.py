@@ -92,11 +92,20 @@ def export_checkpoint(
       ppo_cfg.init_action_mean_scale,
     )
     step = 0
-  metadata = export.policy_metadata(runner_cls, config["env"], config["task"], env_cfg, step, obs_key)
   out = Path(output) if output else step_dir / export.POLICY_FILE
-  feedforward = runner_cls.policy_feedforward(config["env"], config["task"], env_cfg)
-  diff = export.export(
-    out, network, normalizer, policy_params, obs_key, compat["action_size"], ppo_cfg.activation, metadata, feedforward
+  diff = export.export_for_runner(
+    out,
+    runner_cls,
+    config["env"],
+    config["task"],
+    env_cfg,
+    step,
+    network,
+    normalizer,
+    policy_params,
+    obs_key,
+    compat["action_size"],
+    ppo_cfg.activation,
   )
   return out, diff
 

@@ -12,7 +12,7 @@ from playground.common import training_env
 from playground.common.runner import RunArgs
 from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2.runner import ENVS
+from playground.open_duck_mini_v2.envs import ENVS
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
 NUM_ENVS = 2

@@ -31,13 +31,20 @@ def test_every_checkpoint_has_a_robot_ready_onnx_policy(smoke_run):
   model = onnx.load(str(path))
   assert model.opset_import[0].version == onnx_export.OPSET
   ops = {node.op_type for node in model.graph.node}
-  assert ops <= {"Sub", "Div", "MatMul", "Add", "Sigmoid", "Mul", "Slice", "Tanh"}
+  assert ops >= {"Sub", "Div", "MatMul", "Add", "Sigmoid", "Mul", "Slice", "Tanh", "Max", "Min"}
   meta = onnx_export.read_metadata(path)
   assert meta["action_names"][:2] == ["left_hip_yaw", "left_hip_roll"] and len(meta["action_names"]) == 14
   assert meta["observation_size"] == 101 and meta["observation_layout"][0] == {"name": "gyro", "start": 0, "size": 3}
   assert meta["action_scale"] == 0.25 and meta["control_period_s"] == 0.02 and len(meta["home_pose"]) == 14
   assert meta["env"] == "joystick" and meta["task"] == "flat_terrain" and meta["training_step"] == 2560
   assert meta["project_version"]
+  # The commands are clamped to the trained ranges inside the file, as the metadata says.
+  assert meta["command_range"]["vx"] == [-0.15, 0.15] and "clamped" in meta["input_clamp"]
+  far = np.zeros((1, 101), np.float32)
+  far[0, 6] = 0.15
+  edge = session.run(None, {"obs": far})[0]
+  far[0, 6] = 5.0
+  np.testing.assert_array_equal(session.run(None, {"obs": far})[0], edge)
 
 
 def test_export_command_writes_a_verified_file(smoke_run, tmp_path):
@@ -175,3 +182,65 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path):
   assert np.abs(offsets[40:, list(joystick.IMITATED_JOINTS)]).max() > 0.5
   head = [i for i in range(actions) if i not in joystick.IMITATED_JOINTS]
   assert np.all(offsets[:, head] == 0.0)
+
+
+def test_a_feedforward_policy_gives_finite_actions_on_the_runtime_first_frame(tmp_path):
+  """The Open Duck runtime observes a (0, 0) phase on its first step: the file reads it as phase 0."""
+  from playground.open_duck_mini_v2 import base
+  from playground.open_duck_mini_v2 import joystick
+  from playground.open_duck_mini_v2 import observations as obs_lib
+  from playground.open_duck_mini_v2 import runtime
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+
+  config = joystick.default_config()
+  config.reference.feedforward = True
+  ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", config)
+  size, actions = obs_lib.STATE_LAYOUT.size, obs_lib.NUM_ACTIONS
+  cfg = config_dict.ConfigDict(dict(policy_hidden_layer_sizes=(16,), value_hidden_layer_sizes=(8,), activation="swish"))
+  cfg.policy_obs_key, cfg.value_obs_key = "state", "state"
+  network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
+    {"state": (size,)}, actions, preprocess_observations_fn=running_statistics.normalize
+  )
+  params = network.policy_network.init(jax.random.PRNGKey(2))
+  ones = {"state": np.ones(size, np.float32)}
+  normalizer = running_statistics.RunningStatisticsState(
+    count=np.ones(()), mean={"state": np.zeros(size, np.float32)}, summed_variance=ones, std=ones
+  )
+  path = tmp_path / "ff.onnx"
+  bounds = OpenDuckMiniV2Runner.policy_input_bounds("joystick", "flat_terrain", config)
+  export.export(path, network, normalizer, params, "state", actions, "swish", {}, ff, bounds)
+  model = base.load_model("flat_terrain")
+  home = base.RobotIndices.from_model(model).home_ctrl
+  commands = np.array([[0.0] * 7, [0.1, 0, 0, 0, 0, 0, 0], [0.15, 0.2, 1.0, 0, 0, 0, 0]])
+  first = runtime.first_frames(model, home, commands)
+  phase = obs_lib.STATE_LAYOUT.slices["phase"]
+  assert np.all(first[:, phase] == 0.0)
+  got = onnx_export.run_onnx(path, first)
+  assert np.all(np.isfinite(got))
+  # The feed-forward reads phase (0, 0) as phase 0 (the env's first phase):
+  # the file equals the JAX network plus the gait at phase 0.
+  network_only = export.jax_policy_fn(network, normalizer, params, "state")(first)
+  gait = np.asarray(jax.vmap(ff.jax_fn())(first[:, 6:9], np.zeros(3, np.float32)))
+  np.testing.assert_allclose(got, network_only + gait, atol=2e-5)
+  assert np.abs(gait[1]).max() > 0.1 and np.all(gait[0] == 0.0)  # the gait at 0.1 m/s, none standing
+
+
+def test_the_export_fails_in_one_line_on_a_non_finite_action(tmp_path):
+  """The fuzz set (zeros, far outside the statistics, +-1e3) fails an export whose file returns NaN."""
+  size = 6
+  params = {
+    "params": {
+      "hidden_0": {"kernel": np.ones((size, 4), np.float32), "bias": np.zeros(4, np.float32)},
+      "hidden_1": {"kernel": np.ones((4, 6), np.float32), "bias": np.zeros(6, np.float32)},
+    }
+  }
+  # A normalizer whose std is 0 for one input: (obs - mean) / 0 is inf or NaN away from the mean.
+  mean, std = np.zeros(size, np.float32), np.ones(size, np.float32)
+  std[0] = 0.0
+  model = onnx_export.build_model(mean, std, params, 3, "swish")
+  jax_like = lambda obs: onnx_export.run_onnx(model, obs)  # noqa: E731 - parity itself holds
+  with pytest.raises(onnx_export.ExportError, match=r"non-finite actions for \d+ of \d+ finite"):
+    onnx_export.verify_parity(model, jax_like, mean, np.ones(size, np.float32), n=8)
+  fuzz = onnx_export.fuzz_observations(mean, np.ones(size, np.float32), probes=np.ones((2, size)))
+  assert set(fuzz) == {"zeros", "probes", "10_std", "100_std", "plus_minus_1e3", "uniform_1e3"}
+  assert all(np.all(np.isfinite(v)) for v in fuzz.values()) and np.abs(fuzz["plus_minus_1e3"]).max() == 1e3

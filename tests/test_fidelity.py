@@ -18,8 +18,8 @@ from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2 import reference_motion
+from playground.open_duck_mini_v2.envs import env_class
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
-from playground.open_duck_mini_v2.runner import env_class
 
 HEAD = [consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]
 LEGS = [i for i in range(14) if i not in HEAD]

@@ -123,7 +123,7 @@ def test_a_history_appends_34_floats_per_frame_and_is_recognized_from_metadata()
 def test_the_history_holds_the_previous_frames_newest_first():
   import mujoco
 
-  from playground.open_duck_mini_v2.runner import env_class
+  from playground.open_duck_mini_v2.envs import env_class
 
   config = base.without_disturbances(env_class("joystick").default_config())
   config.observation_history = 2
@@ -159,7 +159,7 @@ def test_the_history_holds_the_previous_frames_newest_first():
 @pytest.mark.parametrize("frames", [-1, obs_lib.MAX_HISTORY + 1])
 def test_an_invalid_observation_history_is_refused(frames):
   from playground.common import config as config_lib
-  from playground.open_duck_mini_v2.runner import env_class
+  from playground.open_duck_mini_v2.envs import env_class
 
   config = env_class("joystick").default_config()
   config.observation_history = frames

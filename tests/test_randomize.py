@@ -87,7 +87,7 @@ def test_the_scorecard_can_play_the_models_a_run_trained_on(tmp_path):
 
   from playground.common import training_env
   from playground.open_duck_mini_v2 import score
-  from playground.open_duck_mini_v2.runner import env_class
+  from playground.open_duck_mini_v2.envs import env_class
 
   config = env_class("joystick").default_config()
   env = env_class("joystick")(config=config)

@@ -13,11 +13,22 @@ from playground.common import onnx_export
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2 import joystick
 from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2 import player
+from playground.open_duck_mini_v2 import policy_io
 from playground.open_duck_mini_v2 import score
+from playground.open_duck_mini_v2.envs import env_class
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
-from playground.open_duck_mini_v2.runner import env_class
 
 SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
+#: Entries of the default suite, and those without pushes (the headline's falls).
+SUITE = len(score.suite(player.Pushes((0.1, 1.0), (5.0, 10.0))))
+UNPUSHED = len([c for c in score.suite() if c.pushes is None])
+
+
+def score_config(metadata, env_config, clean, overrides=()):
+  """The scorecard's play config: the training disturbances unless `clean`."""
+  on = not clean
+  return policy_io.play_config(metadata, env_config, noise=on, delays=on, randomization=on, overrides=overrides)
 
 
 def write_policy(path, metadata_changes=None, bias=None, history=0):
@@ -63,13 +74,20 @@ def test_a_zero_action_policy_stands_and_does_not_walk(zero_card):
   card = json.loads((policy.parent / "zero_score_set.json").read_text())
   assert card["overrides"] == ["domain_randomization.com_offset=0.03"]
   offsets = np.array([e["trunk_com_offset_m"] for e in card["episodes"]])
-  assert offsets.shape == (len(score.suite()), 3) and not any(e["fell"] for e in card["episodes"])
+  assert offsets.shape == (SUITE, 3) and not any(e["fell"] for e in card["episodes"] if "push" not in e["command"])
   assert np.abs(offsets).max() <= 0.03 + 1e-4 and np.unique(offsets[:, 0]).size == len(offsets)  # one model each
   assert "set domain_randomization.com_offset=0.03" in card["conditions"]
   assert "+-3.0 cm (trained with 0.5 cm more)" in card["conditions"]
   h = card["headline"]
   # With randomization, noise and delays on, holding the home pose keeps the duck up...
-  assert h["falls"] == 0 and h["episodes"] == len(score.suite())
+  assert h["falls"] == 0 and h["episodes"] == UNPUSHED == 12
+  # Falls under pushes are counted apart from the headline's falls.
+  assert h["push_episodes"] == SUITE - UNPUSHED == 3 and 0 <= h["push_falls"] <= 3
+  assert {e["command"] for e in card["episodes"] if "push" in e["command"]} == {
+    "push_stand_0.5",
+    "push_forward_0.1_0.5",
+    "push_forward_0.1_training",
+  }
   # ...and it goes nowhere, whatever the command.
   assert abs(h["vx_at_0.1"]) < 0.02 and abs(h["vy_at_0.1"]) < 0.02
   assert abs(h["yaw_rate_at_0.5"]) < 0.1
@@ -78,7 +96,7 @@ def test_a_zero_action_policy_stands_and_does_not_walk(zero_card):
   assert card["commands"]["script"]["duration_s"] == pytest.approx(20.0)
   assert "randomization" in card["conditions"]
   # The table and the headline are printed; the PNG is a real image.
-  assert "forward_0.1" in result.stdout and "score: falls 0/9" in result.stdout
+  assert "forward_0.1" in result.stdout and "score: falls 0/12" in result.stdout
   assert (policy.parent / "zero_score_set.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -209,7 +227,7 @@ def test_the_runner_scores_every_checkpoint_into_tensorboard(smoke_run):
   best = json.loads((run_dir / score.BEST_SCORE).read_text())
   assert best["checkpoint"] == step_dir.name and best["headline"] == card["headline"]
   assert (run_dir / score.BEST_POLICY).read_bytes() == (step_dir / "policy.onnx").read_bytes()
-  _, env_config, _ = score.resolve_policy(run_dir / score.BEST_POLICY)
+  _, env_config, _ = policy_io.resolve_policy(run_dir / score.BEST_POLICY)
   assert env_config == json.loads((run_dir / "config.json").read_text())["env_config"]
 
 
@@ -268,7 +286,7 @@ def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_
   # The velocity-only entries of the suite keep the head at home.
   assert np.all(score.suite()[1].at(1.0)[3:] == 0.0)
   with pytest.raises(ValueError, match="schedule entry"):
-    score.Command("bad", ((0.0, 0.1, 0.0),)).at(0.0)
+    player.Command("bad", ((0.0, 0.1, 0.0),)).at(0.0)
 
 
 def test_score_config_keeps_the_training_disturbances_unless_clean():
@@ -276,45 +294,45 @@ def test_score_config_keeps_the_training_disturbances_unless_clean():
   trained = joystick.default_config()
   trained.reference.feedforward = True
   trained.noise_config.level = 0.5
-  robust = score.score_config(metadata, trained.to_dict(), clean=False)
+  robust = score_config(metadata, trained.to_dict(), clean=False)
   assert (robust.noise_config.level, tuple(robust.delay.action_steps)) == (0.5, (0, 2))
   assert robust.domain_randomization.enabled and not robust.push_config.enable  # pushes: the suite's own
   assert robust.reference.feedforward is False and robust.gait_frequency == 2.0
-  clean = score.score_config(metadata, trained.to_dict(), clean=True)
+  clean = score_config(metadata, trained.to_dict(), clean=True)
   assert clean.noise_config.level == 0.0 and not clean.domain_randomization.enabled
   assert tuple(clean.delay.action_steps) == (0, 0) and tuple(clean.delay.imu_steps) == (0, 0)
   assert trained.noise_config.level == 0.5  # the caller's config is not changed
-  wider = score.score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_offset", "0.05")])
+  wider = score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_offset", "0.05")])
   assert wider.domain_randomization.com_offset == 0.05 and wider.noise_config.level == 0.5
   with pytest.raises(config_lib.ConfigError, match="domain_randomization.com_offset"):
-    score.score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_ofset", "0.05")])
+    score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_ofset", "0.05")])
   # A training margin on the trunk offset is not judged; --set brings it back.
   trained.domain_randomization.update(com_offset=0.03, com_offset_margin=0.005)
-  judged = score.score_config(metadata, trained.to_dict(), False)
+  judged = score_config(metadata, trained.to_dict(), False)
   assert (judged.domain_randomization.com_offset, judged.domain_randomization.com_offset_margin) == (0.03, 0.0)
   margin = [("domain_randomization.com_offset_margin", "0.005")]
-  assert score.score_config(metadata, trained.to_dict(), False, margin).domain_randomization.com_offset_margin == 0.005
+  assert score_config(metadata, trained.to_dict(), False, margin).domain_randomization.com_offset_margin == 0.005
   old_run = trained.to_dict()
   del old_run["domain_randomization"]["com_offset_margin"]  # recorded before the margin existed
-  assert score.score_config(metadata, old_run, False).domain_randomization.com_offset == 0.03
+  assert score_config(metadata, old_run, False).domain_randomization.com_offset == 0.03
 
 
 def test_an_onnx_file_takes_its_run_s_env_config_when_one_is_next_to_it(tmp_path):
   policy = write_policy(tmp_path / "best_policy.onnx")
-  assert score.resolve_policy(policy)[1] is None  # a bare file: the env's defaults
+  assert policy_io.resolve_policy(policy)[1] is None  # a bare file: the env's defaults
   (tmp_path / "config.json").write_text(json.dumps({"env_config": {"episode_length": 7}}))
-  assert score.resolve_policy(policy)[1] == {"episode_length": 7}
+  assert policy_io.resolve_policy(policy)[1] == {"episode_length": 7}
   (tmp_path / "config.json").write_text("not json")
-  assert score.resolve_policy(policy)[1] is None
+  assert policy_io.resolve_policy(policy)[1] is None
 
 
 def test_a_policy_with_an_observation_history_is_played_with_its_own_layout(tmp_path):
   policy = write_policy(tmp_path / "history.onnx", history=3)
   meta = onnx_export.read_metadata(policy)
   assert meta["observation_size"] == 101 + 3 * 34 and meta["observation_history"] == 3
-  config = score.score_config(meta, joystick.default_config().to_dict(), clean=False)
+  config = score_config(meta, joystick.default_config().to_dict(), clean=False)
   assert config.observation_history == 3  # from the file, though the run's config says 0
-  stand = score.Command("stand", ((0.0, 0.0, 0.0, 0.0),), duration=1.0)
+  stand = player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), duration=1.0)
   card = score.score(policy, seeds=1, commands=(stand,))
   assert card["commands"]["stand"]["falls"] == 0  # the home pose holds for a second
   # A layout that is neither 101 floats nor 101 plus whole 34-float frames is refused.

@@ -47,7 +47,13 @@ def build_parser(runner_cls: type[BaseRunner]) -> argparse.ArgumentParser:
   )
   parser.add_argument("--env", default=runner_cls.default_env, help="environment name")
   parser.add_argument("--task", default=runner_cls.default_task, help="task / scene variant")
-  parser.add_argument("--preset", default="full", help="full (GPU), quick (CPU, ~10 min) or smoke (CPU, <3 min)")
+  summaries = getattr(runner_cls, "preset_summaries", {}) or {}
+  parser.add_argument(
+    "--preset",
+    default="full",
+    help="training preset: "
+    + "; ".join(f"{name} ({summaries[name]})" if name in summaries else name for name in runner_cls.presets),
+  )
   parser.add_argument("--num_timesteps", type=int, help="total env steps (overrides the preset)")
   parser.add_argument("--num_envs", type=int, help="parallel environments (overrides the preset)")
   parser.add_argument("--output_dir", default="checkpoints", help="parent of run directories")

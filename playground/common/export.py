@@ -51,11 +51,17 @@ def export(
   activation: str,
   metadata: Mapping[str, Any],
   feedforward: Any = None,
+  input_bounds: tuple[np.ndarray, np.ndarray] | None = None,
+  probes: np.ndarray | None = None,
 ) -> float:
   """Writes the ONNX policy to `path` after the parity check; returns max |diff|.
 
   With `feedforward` (a `reference.Feedforward`), the file outputs the
   network's action plus the feed-forward, checked against the same sum in JAX.
+  With `input_bounds` (low, high), the file clamps its input first; the JAX
+  side of the check clamps the same way. `probes` are observations the
+  check adds to its samples (e.g. the robot runtime's first frames): the
+  file must match JAX on them and return finite actions.
 
   Raises:
     onnx_export.ExportError: unknown layout or parity failure (nothing written).
@@ -63,16 +69,54 @@ def export(
   mean = normalizer.mean[obs_key] if obs_key else normalizer.mean
   std = normalizer.std[obs_key] if obs_key else normalizer.std
   model = onnx_export.build_model(
-    np.asarray(mean), np.asarray(std), policy_params, action_size, activation, metadata, feedforward
+    np.asarray(mean), np.asarray(std), policy_params, action_size, activation, metadata, feedforward, input_bounds
   )
-  policy = jax_policy_fn(network, normalizer, policy_params, obs_key)
-  if feedforward is not None:
-    offsets = jax.jit(feedforward.from_obs_fn())
-    network_policy = policy
-    policy = lambda obs: network_policy(obs) + np.asarray(offsets(obs))  # noqa: E731
-  diff = onnx_export.verify_parity(model, policy, mean, std)
+  network_policy = jax_policy_fn(network, normalizer, policy_params, obs_key)
+  offsets = jax.jit(feedforward.from_obs_fn()) if feedforward is not None else None
+
+  def policy(obs):
+    if input_bounds is not None:
+      obs = np.clip(obs, *input_bounds).astype(np.float32)
+    actions = network_policy(obs)
+    return actions + np.asarray(offsets(obs)) if offsets is not None else actions
+
+  diff = onnx_export.verify_parity(model, policy, mean, std, probes=probes)
   run_dirs.write_atomic(Path(path), model.SerializeToString())
   return diff
+
+
+def export_for_runner(
+  path: Path,
+  runner_cls: type[BaseRunner],
+  env_name: str,
+  task: str,
+  env_config: config_dict.ConfigDict,
+  step: int,
+  network,
+  normalizer,
+  policy_params: Mapping[str, Any],
+  obs_key: str | None,
+  action_size: int,
+  activation: str,
+) -> float:
+  """`export` with everything the robot's runner says about its policy file.
+
+  Metadata (`policy_metadata`), the feed-forward, the input bounds and the
+  probe observations come from the runner's `policy_*` hooks.
+  """
+  return export(
+    Path(path),
+    network,
+    normalizer,
+    policy_params,
+    obs_key,
+    action_size,
+    activation,
+    policy_metadata(runner_cls, env_name, task, env_config, step, obs_key),
+    runner_cls.policy_feedforward(env_name, task, env_config),
+    runner_cls.policy_input_bounds(env_name, task, env_config),
+    runner_cls.policy_probe_observations(env_name, task, env_config),
+  )
 
 
 def policy_metadata(

@@ -22,8 +22,15 @@ metadata properties describe the observation layout, action order, scales,
 home pose, control period, env/task, training step and project version.
 
 `verify_parity` runs the exported file with onnxruntime against the JAX
-policy on observations sampled around the normalizer statistics and fails
-loudly above a tolerance; `export_policy` always calls it.
+policy on observations sampled around the normalizer statistics (and on
+given probes, such as the robot runtime's first frame) and fails loudly
+above a tolerance; it also fails on any non-finite action for a finite
+input far outside training (`fuzz_observations`). `export.export` always
+calls it.
+
+With `input_bounds`, the file first clamps its input (the Open Duck Mini V2
+clamps the 7 commands to the trained ranges), so out-of-range commands are
+never extrapolated.
 """
 
 from __future__ import annotations
@@ -101,7 +108,7 @@ def _activation(nodes: list, name: str, x: str, out: str) -> None:
     raise ExportError(f"unsupported activation '{name}' (swish, relu, elu, tanh)")
 
 
-def _feedforward(nodes: list, inits: list, ff: Any, action_size: int) -> str:
+def _feedforward(nodes: list, inits: list, ff: Any, action_size: int, obs: str = INPUT_NAME) -> str:
   """Adds the nodes of `ff(obs)` ([batch, action_size]); returns the output name.
 
   Hat weights relu(1 - |u - i|) over each command axis (u: the clamped grid
@@ -124,7 +131,7 @@ def _feedforward(nodes: list, inits: list, ff: Any, action_size: int) -> str:
     const(f"{name}_start", [start], np.int64)
     const(f"{name}_end", [start + (3 if name == "ff_cmd" else 1)], np.int64)
     const(f"{name}_axis", [1], np.int64)
-    node("Slice", [INPUT_NAME, f"{name}_start", f"{name}_end", f"{name}_axis"], name)
+    node("Slice", [obs, f"{name}_start", f"{name}_end", f"{name}_axis"], name)
   # Gate: the command norm above the threshold.
   node("ReduceSumSquare", ["ff_cmd"], "ff_cmd_sq", axes=[1], keepdims=1)
   const("ff_gate_sq", [float(ff.gate_threshold) ** 2])
@@ -155,8 +162,15 @@ def _feedforward(nodes: list, inits: list, ff: Any, action_size: int) -> str:
     const(f"ff_ax{axis}_end", [axis + 1], np.int64)
     node("Slice", ["ff_u", f"ff_ax{axis}_start", f"ff_ax{axis}_end", "ff_cmd_axis"], f"ff_u_{axis}")
     weights.append(hats(f"ff_u_{axis}", size, f"ff_w{axis}"))
-  # Phase in [0, 1) from (cos, sin): atan2 by Atan and the quadrant.
-  node("Div", ["ff_sin", "ff_cos"], "ff_tan")
+  # Phase in [0, 1) from (cos, sin): atan2 by Atan and the quadrant. A (0, 0)
+  # phase (the Open Duck runtime's first frame, observed before its phase is
+  # first advanced) is phase 0, as atan2(0, 0) = 0 in JAX: the denominator
+  # becomes 1, so 0 / 0 never makes a NaN.
+  node("Equal", ["ff_cos", "ff_zero"], "ff_cos_zero")
+  node("Equal", ["ff_sin", "ff_zero"], "ff_sin_zero")
+  node("And", ["ff_cos_zero", "ff_sin_zero"], "ff_no_phase")
+  node("Where", ["ff_no_phase", "ff_one", "ff_cos"], "ff_cos_safe")
+  node("Div", ["ff_sin", "ff_cos_safe"], "ff_tan")
   node("Atan", ["ff_tan"], "ff_atan")
   node("Less", ["ff_cos", "ff_zero"], "ff_left")
   node("Cast", ["ff_left"], "ff_leftf", to=TensorProto.FLOAT)
@@ -198,6 +212,7 @@ def build_model(
   activation: str,
   metadata: Mapping[str, Any] | None = None,
   feedforward: Any = None,
+  input_bounds: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> onnx.ModelProto:
   """The ONNX model of a deterministic Brax tanh-normal MLP policy.
 
@@ -208,6 +223,9 @@ def build_model(
     activation: hidden activation name.
     metadata: key -> value written as metadata properties (JSON for non-str).
     feedforward: a `reference.Feedforward` added to the actions, or None.
+    input_bounds: (low, high) per input: the file clamps its input to them
+      first (e.g. commands to the trained range), for the network and the
+      feed-forward alike; None clamps nothing.
   """
   layers = _mlp_layers(policy_params)
   obs_size = layers[0]["kernel"].shape[0]
@@ -221,8 +239,20 @@ def build_model(
   if mean.shape != (obs_size,) or std.shape != (obs_size,):
     raise ExportError(f"normalizer size {mean.shape} does not match the network input {obs_size}")
   inits = [numpy_helper.from_array(mean, "obs_mean"), numpy_helper.from_array(std, "obs_std")]
-  nodes = [
-    helper.make_node("Sub", [INPUT_NAME, "obs_mean"], ["obs_centered"]),
+  nodes = []
+  obs = INPUT_NAME
+  if input_bounds is not None:
+    low, high = (np.asarray(b, np.float32).reshape(-1) for b in input_bounds)
+    if low.shape != (obs_size,) or high.shape != (obs_size,) or np.any(low > high):
+      raise ExportError(f"input bounds must be two vectors of {obs_size} values with low <= high")
+    inits += [numpy_helper.from_array(low, "obs_low"), numpy_helper.from_array(high, "obs_high")]
+    nodes += [
+      helper.make_node("Max", [INPUT_NAME, "obs_low"], ["obs_above_low"]),
+      helper.make_node("Min", ["obs_above_low", "obs_high"], ["obs_clamped"]),
+    ]
+    obs = "obs_clamped"
+  nodes += [
+    helper.make_node("Sub", [obs, "obs_mean"], ["obs_centered"]),
     helper.make_node("Div", ["obs_centered", "obs_std"], ["x0"]),
   ]
   x = "x0"
@@ -254,7 +284,7 @@ def build_model(
     nodes.append(helper.make_node("Tanh", ["loc"], [OUTPUT_NAME]))
   else:
     nodes.append(helper.make_node("Tanh", ["loc"], ["residual"]))
-    ff = _feedforward(nodes, inits, feedforward, action_size)
+    ff = _feedforward(nodes, inits, feedforward, action_size, obs)
     nodes.append(helper.make_node("Add", ["residual", ff], [OUTPUT_NAME]))
   graph = helper.make_graph(
     nodes,
@@ -299,6 +329,29 @@ def run_onnx(model: onnx.ModelProto | bytes | str | Path, obs: np.ndarray) -> np
   return session.run(None, {INPUT_NAME: np.asarray(obs, np.float32)})[0]
 
 
+def fuzz_observations(
+  mean: np.ndarray, std: np.ndarray, probes: np.ndarray | None = None, n: int = 64, seed: int = 1
+) -> dict[str, np.ndarray]:
+  """Finite observations far from training: name -> [k, obs_size] (float32).
+
+  zeros; `probes` (e.g. the robot runtime's first frames); draws at 10 and
+  100 standard deviations from the normalizer's mean; every input at +-1e3;
+  and inputs drawn uniformly in [-1e3, 1e3].
+  """
+  mean = np.asarray(mean, np.float32).reshape(-1)
+  std = np.asarray(std, np.float32).reshape(-1)
+  rng = np.random.default_rng(seed)
+  size = mean.shape[0]
+  sets = {"zeros": np.zeros((1, size), np.float32)}
+  if probes is not None and len(probes):
+    sets["probes"] = np.asarray(probes, np.float32).reshape(-1, size)
+  for k in (10, 100):
+    sets[f"{k}_std"] = mean + k * std * rng.choice([-1.0, 1.0], (n, size)) * rng.uniform(0.5, 1.0, (n, size))
+  sets["plus_minus_1e3"] = np.stack([np.full(size, 1e3), np.full(size, -1e3)])
+  sets["uniform_1e3"] = rng.uniform(-1e3, 1e3, (n, size))
+  return {name: np.asarray(v, np.float32) for name, v in sets.items()}
+
+
 def verify_parity(
   model: onnx.ModelProto,
   jax_policy: Callable[[np.ndarray], np.ndarray],
@@ -306,11 +359,25 @@ def verify_parity(
   std: np.ndarray,
   n: int = 1000,
   atol: float = PARITY_ATOL,
+  probes: np.ndarray | None = None,
 ) -> float:
-  """Max |onnx - jax| over `n` sampled observations; raises ExportError above `atol`."""
+  """Max |onnx - jax| over `n` sampled observations and the `probes`; raises ExportError above `atol`.
+
+  Also runs the file on `fuzz_observations` (zeros, the probes, far outside
+  the normalizer's statistics, +-1e3): any non-finite action fails the export.
+  """
   obs = sample_observations(np.asarray(mean, np.float32), np.asarray(std, np.float32), n)
-  expected = np.asarray(jax_policy(obs), np.float32)
-  got = run_onnx(model, obs)
+  fuzz = fuzz_observations(mean, std, probes)
+  for name, batch in fuzz.items():
+    actions = run_onnx(model, batch)
+    if not np.all(np.isfinite(actions)):
+      rows = int(np.sum(~np.all(np.isfinite(actions), axis=1)))
+      raise ExportError(
+        f"the exported policy returns non-finite actions for {rows} of {len(batch)} finite '{name}' observations"
+      )
+  checked = np.concatenate([obs, fuzz["zeros"], fuzz.get("probes", fuzz["zeros"])])
+  expected = np.asarray(jax_policy(checked), np.float32)
+  got = run_onnx(model, checked)
   diff = float(np.max(np.abs(got - expected)))
   if not np.isfinite(diff) or diff > atol:
     raise ExportError(f"ONNX export does not match the JAX policy: max |diff| = {diff:.3g} > {atol:g}")

@@ -116,6 +116,8 @@ class BaseRunner(abc.ABC):
 
   robot: ClassVar[str] = "robot"
   presets: ClassVar[tuple[str, ...]] = ("full", "quick", "smoke")
+  #: One line per preset for `--help` (name -> summary); optional.
+  preset_summaries: ClassVar[dict[str, str]] = {}
   default_env: ClassVar[str] = ""
   default_task: ClassVar[str] = ""
   #: Robot flags (`RunArgs.extra` keys) that do not change results: taken
@@ -180,6 +182,20 @@ class BaseRunner(abc.ABC):
   def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
     """The `reference.Feedforward` the env adds to the policy's action (the exported
     policy adds it too), or None (the default: the network's action is the action)."""
+    del env_name, task, env_config
+    return None
+
+  @classmethod
+  def policy_input_bounds(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """(low, high) per policy input that the exported file clamps its input to
+    (e.g. commands to the trained range), or None (the default: no clamp)."""
+    del env_name, task, env_config
+    return None
+
+  @classmethod
+  def policy_probe_observations(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """Observations [k, obs_size] the export must handle (e.g. a robot runtime's
+    first frames): checked against JAX and for finite actions; None by default."""
     del env_name, task, env_config
     return None
 

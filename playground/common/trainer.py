@@ -539,17 +539,19 @@ class Trainer:
     ppo = s.ppo
     normalizer, policy_params, _ = ppo.inference_params(ts)
     obs_key = ppo.config.policy_obs_key if isinstance(ppo.obs_shapes, dict) else None
-    metadata = export.policy_metadata(type(self.runner), s.env_name, s.task, s.cfg.env_config, step, obs_key)
-    export.export(
+    export.export_for_runner(
       Path(directory) / export.POLICY_FILE,
+      type(self.runner),
+      s.env_name,
+      s.task,
+      s.cfg.env_config,
+      step,
       ppo.network,
       normalizer,
       policy_params,
       obs_key,
       ppo.venv.action_size,
       ppo.config.activation,
-      metadata,
-      type(self.runner).policy_feedforward(s.env_name, s.task, s.cfg.env_config),
     )
 
 

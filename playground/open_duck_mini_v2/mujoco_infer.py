@@ -1,15 +1,18 @@
-"""Sim-to-sim playback: run an ONNX policy (or a checkpoint) in MuJoCo C.
+"""Sim-to-sim playback: one episode of an ONNX policy (or a checkpoint) in MuJoCo C.
 
     uv run playground/open_duck_mini_v2/mujoco_infer.py --onnx policy.onnx --vx 0.1 --video walk.mp4
+    uv run playground/open_duck_mini_v2/mujoco_infer.py --onnx policy.onnx --vx 0.1 --runtime --pushes
     uv run playground/open_duck_mini_v2/mujoco_infer.py --checkpoint checkpoints/<run> --viewer
 
-The robot is simulated by MuJoCo's C engine on the project's model, not by
-MJX. Observations, the action pipeline (delay, scaling, servo speed limit)
-and the per-step bookkeeping are the training environment's own functions
-(`base.read`, `env.apply_action`, `env.advance`, `env.observe`), applied to
-the C simulation state: there is no second copy of the observation code.
-Sensor noise, delays and pushes are off unless `--noise` / `--delays` ask
-for the training settings.
+Playback is the scorecard's player (`player.play`) with one episode: the
+same physics, action pipeline, command schedule, pushes and fall check, and
+the policy's own run configuration (`config.json` next to it: action scale,
+gait frequency, history), its contract checked as the scorecard does. The
+observations come from the training env's functions, or with `--runtime`
+from the Open Duck runtime's loop (`runtime.py`). Sensor noise, delays,
+domain randomization and pushes are off unless `--noise`, `--delays`,
+`--randomize` or `--pushes` ask for the training settings. The episode ends
+at the first fall, or at a non-finite action, named in the summary.
 
 Headless video needs an OpenGL backend: EGL (Debian: `libegl1
 libgl1-mesa-dri`) or OSMesa (`libosmesa6`), selected with MUJOCO_GL=egl or
@@ -24,7 +27,7 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -36,244 +39,160 @@ logger = logging.getLogger("playground")
 COMMAND_KEYS = ("vx", "vy", "yaw_rate", "neck_pitch", "head_pitch", "head_yaw", "head_roll")
 
 
-def onnx_policy(path: str | Path, batched: bool = False) -> Callable[[np.ndarray], np.ndarray]:
-  """obs (state size,) -> actions (14,) with onnxruntime, as on the robot.
+def command_from_json(path: str | Path, duration: float):
+  """A `player.Command` from a script [{"t": 0, "vx": 0.1}, {"t": 4, "yaw_rate": 0.5}, ...]; missing keys are 0."""
+  from playground.open_duck_mini_v2.player import Command
 
-  With `batched`, obs (N, state size) -> actions (N, 14) in one call.
-  """
-  import onnxruntime as ort
-
-  options = ort.SessionOptions()
-  options.intra_op_num_threads = 1
-  session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-  if batched:
-    return lambda obs: session.run(None, {"obs": np.asarray(obs, np.float32)})[0]
-  return lambda obs: session.run(None, {"obs": [np.asarray(obs, np.float32)]})[0][0]
-
-
-class CommandSchedule:
-  """Piecewise-constant commands: [(t_start, 7-vector), ...] sorted by time."""
-
-  def __init__(self, entries: Sequence[tuple[float, np.ndarray]]):
-    self._entries = sorted(entries, key=lambda e: e[0])
-
-  @classmethod
-  def constant(cls, values: Sequence[float]) -> CommandSchedule:
-    return cls([(0.0, np.asarray(values, np.float32))])
-
-  @classmethod
-  def from_json(cls, path: str | Path) -> CommandSchedule:
-    """[{"t": 0, "vx": 0.1}, {"t": 4, "yaw_rate": 0.5}, ...]; missing keys are 0."""
-    raw = json.loads(Path(path).read_text())
-    entries = []
-    for item in raw:
-      unknown = set(item) - {"t", *COMMAND_KEYS}
-      if unknown:
-        raise ValueError(f"{path}: unknown command keys {sorted(unknown)}; valid: t, {', '.join(COMMAND_KEYS)}")
-      entries.append((float(item.get("t", 0.0)), np.array([float(item.get(k, 0.0)) for k in COMMAND_KEYS], np.float32)))
-    if not entries:
-      raise ValueError(f"{path}: the command script is empty")
-    return cls(entries)
-
-  def __call__(self, t: float) -> np.ndarray:
-    current = self._entries[0][1]
-    for start, values in self._entries:
-      if t + 1e-9 >= start:
-        current = values
-    return current
+  raw = json.loads(Path(path).read_text())
+  entries = []
+  for item in raw:
+    unknown = set(item) - {"t", *COMMAND_KEYS}
+    if unknown:
+      raise ValueError(f"{path}: unknown command keys {sorted(unknown)}; valid: t, {', '.join(COMMAND_KEYS)}")
+    entries.append((float(item.get("t", 0.0)), *(float(item.get(k, 0.0)) for k in COMMAND_KEYS)))
+  if not entries:
+    raise ValueError(f"{path}: the command script is empty")
+  return Command("script", tuple(sorted(entries, key=lambda e: e[0])), duration)
 
 
 class Playback:
-  """A MuJoCo C simulation of the duck driven by a policy, with training's observation code.
+  """One episode of a policy file, played by `player.play` under its run's configuration.
 
   Args:
-    policy: obs (state size,) -> action (14,).
-    env_name: joystick or standing (its config defines the pipeline).
-    task: scene (see `constants.TASKS`).
-    noise: keep the training sensor noise (default off).
-    delays: keep the training action/IMU delays (default off).
-    seed: seed of the noise and delays.
-    observation_history: earlier frames the policy observes (its metadata's
-      layout, `observations.history_of`).
+    policy_path: the `.onnx` file (a run's `config.json` next to it is used).
+    task: scene (default: the policy's own).
+    source: "env" or "runtime" (observations as the robot runtime builds them).
+    noise, delays, randomize: the training sensor noise, action/IMU delays
+      and domain randomization (default off).
+    pushes: the training env's kicks (default off).
+    seed: seed of the model, noise, delays and pushes.
+    runtime_options: `runtime.RuntimeOptions` for `source="runtime"`.
+
+  Raises:
+    policy_io.ScoreError: a missing or foreign policy file.
   """
 
   def __init__(
     self,
-    policy: Callable[[np.ndarray], np.ndarray],
-    env_name: str = "joystick",
-    task: str = "flat_terrain",
+    policy_path: str | Path,
+    task: str | None = None,
+    source: str = "env",
     noise: bool = False,
     delays: bool = False,
+    randomize: bool = False,
+    pushes: bool = False,
     seed: int = 0,
-    observation_history: int = 0,
+    runtime_options: Any = None,
   ):
-    import jax
-    import mujoco
-
     from playground.open_duck_mini_v2 import base
-    from playground.open_duck_mini_v2.runner import env_class
+    from playground.open_duck_mini_v2 import policy_io
 
-    config = base.without_disturbances(
-      env_class(env_name).default_config(), noise=noise, delays=delays, randomization=True
+    self.policy_path, env_config, _ = policy_io.resolve_policy(policy_path)
+    self.metadata = policy_io.read_metadata(self.policy_path)
+    self.task = task or self.metadata.get("task") or "flat_terrain"
+    ids = base.RobotIndices.from_model(base.load_model(self.task))
+    policy_io.check_contract(self.metadata, ids.home_ctrl, float((env_config or {}).get("ctrl_dt", 0.02)))
+    self.config = policy_io.play_config(self.metadata, env_config, noise=noise, delays=delays, randomization=randomize)
+    self.pushes = pushes
+    self.source = source
+    self.seed = seed
+    self.runtime_options = runtime_options
+    self.policy = policy_io.onnx_policy(self.policy_path, batched=True)
+
+  def play(self, command, on_step=None) -> dict[str, Any]:
+    """Plays `command` (a `player.Command`); returns the episode's raw metrics (`player.play`)."""
+    import dataclasses
+
+    from playground.open_duck_mini_v2 import player
+
+    if self.pushes and command.pushes is None:
+      command = dataclasses.replace(command, pushes=player.Pushes.of_config(self.config.push_config))
+    (episode,) = player.play(
+      self.policy,
+      self.metadata["env"],
+      self.task,
+      self.config,
+      self.metadata,
+      [(command, 0)],
+      self.seed,
+      self.source,
+      self.runtime_options,
+      on_step=on_step,
     )
-    config.observation_history = observation_history
-    self.env = env_class(env_name)(task=task, config=config)
-    self.model = self.env.mj_model
-    self.data = mujoco.MjData(self.model)
-    self.policy = policy
-    self._mujoco = mujoco
-    self._key = jax.random.PRNGKey(seed)
-    ids, model = self.env.ids, self.model
-    self._read = jax.jit(lambda view: base.read(ids, model, view))
-    self._apply = jax.jit(self.env.apply_action)
-    self._advance = jax.jit(self.env.advance)
-    self._observe = jax.jit(self.env.observe)
-    self._initial_info = jax.jit(self.env.initial_info)
-    self._jax = jax
-    self.info: dict[str, Any] = {}
-    self.obs: dict[str, np.ndarray] = {}
-    self.time = 0.0
-
-  def view(self) -> Any:
-    """The fields of the C state that the observation code reads."""
-    from playground.open_duck_mini_v2.base import DataView
-
-    return DataView.from_mjdata(self.data)
-
-  def _next_key(self):
-    self._key, key = self._jax.random.split(self._key)
-    return key
-
-  def reset(self, command: np.ndarray) -> dict[str, np.ndarray]:
-    """Home keyframe, fresh episode state, first observation."""
-    mujoco = self._mujoco
-    mujoco.mj_resetDataKeyframe(self.model, self.data, self.model.key("home").id)
-    mujoco.mj_forward(self.model, self.data)
-    readings = self._read(self.view())
-    info = self._initial_info(self._next_key(), readings)
-    info["command"] = np.asarray(command, np.float32)
-    obs, info = self._observe(readings, info, self._next_key())
-    self.info, self.obs, self.time = info, obs, 0.0
-    return obs
-
-  def step(self, command: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """One control period: policy, action pipeline, physics, observation."""
-    action = np.asarray(self.policy(np.asarray(self.obs["state"])), np.float32)
-    info = self._apply(self.info, action, self._next_key())
-    self.data.ctrl[:] = np.asarray(info["motor_targets"])
-    self._mujoco.mj_step(self.model, self.data, nstep=self.env.n_substeps)
-    readings = self._read(self.view())
-    info, _ = self._advance(info, readings, action)
-    info["command"] = np.asarray(command, np.float32)
-    self.obs, info = self._observe(readings, info, self._next_key())
-    self.info = info
-    self.time += self.env.dt
-    return action, self.obs
-
-  def fallen(self) -> bool:
-    cfg = self.env.config.termination
-    readings = self._read(self.view())
-    return bool(-readings.gravity[2] < cfg.min_up_z or readings.base_height[0] < cfg.min_base_height)
+    return episode
 
 
 def run(
   playback: Playback,
-  schedule: CommandSchedule,
-  duration: float,
+  command,
   video: str | None = None,
   record: str | None = None,
   width: int = 640,
   height: int = 480,
 ) -> dict[str, Any]:
-  """Runs `duration` seconds headless; returns the summary (distance, tracking error, falls)."""
-  mujoco = playback._mujoco
-  renderer = mujoco.Renderer(playback.model, height=height, width=width) if video else None
+  """Plays one episode headless; returns the summary (distance, tracking, fall and why)."""
+  import mujoco
+
+  from playground.open_duck_mini_v2 import score
+
+  renderer = None
   frames = []
   log: dict[str, list] = {k: [] for k in ("time", "obs", "action", "motor_targets", "command", "qpos")}
-  obs = playback.reset(schedule(0.0))
-  start_xy = playback.data.qpos[0:2].copy()
-  distance, falls, errors, yaw_errors = 0.0, 0, [], []
-  steps = int(round(duration / playback.env.dt))
-  for _ in range(steps):
-    command = schedule(playback.time)
-    log["time"].append(playback.time)
-    log["obs"].append(np.asarray(obs["state"]))
-    log["command"].append(command)
-    action, obs = playback.step(command)
-    log["action"].append(action)
-    log["motor_targets"].append(np.asarray(playback.info["motor_targets"]))
-    log["qpos"].append(playback.data.qpos.copy())
-    state = obs["privileged_state"]
-    from playground.open_duck_mini_v2.observations import PRIVILEGED_LAYOUT
 
-    linvel = np.asarray(state[PRIVILEGED_LAYOUT.slices["local_linvel"]])
-    gyro = np.asarray(state[PRIVILEGED_LAYOUT.slices["gyro_clean"]])
-    errors.append(float(np.linalg.norm(command[:2] - linvel[:2])))
-    yaw_errors.append(float(abs(command[2] - gyro[2])))
-    if renderer is not None:
-      renderer.update_scene(playback.data, camera="track")
+  def on_step(view) -> None:
+    nonlocal renderer
+    data = view.datas[0]
+    log["time"].append(view.time_s - playback.config.ctrl_dt)
+    log["obs"].append(view.seen[0])
+    log["command"].append(view.command[0])
+    log["action"].append(view.action[0])
+    log["motor_targets"].append(view.ctrl[0])
+    log["qpos"].append(data.qpos.copy())
+    if video:
+      if renderer is None:
+        renderer = mujoco.Renderer(view.models[0], height=height, width=width)
+      renderer.update_scene(data, camera="track")
       frames.append(renderer.render())
-    if playback.fallen():
-      falls += 1
-      distance += float(np.linalg.norm(playback.data.qpos[0:2] - start_xy))
-      obs = playback.reset(command)
-      start_xy = playback.data.qpos[0:2].copy()
-  distance += float(np.linalg.norm(playback.data.qpos[0:2] - start_xy))
+
+  episode = playback.play(command, on_step)
   if renderer is not None:
     renderer.close()
+  if video:
     import imageio.v2 as imageio
 
-    imageio.mimwrite(video, frames, fps=int(round(1.0 / playback.env.dt)), codec="libx264", macro_block_size=1)
+    imageio.mimwrite(video, frames, fps=int(round(1.0 / playback.config.ctrl_dt)), codec="libx264", macro_block_size=1)
   if record:
+    from playground.open_duck_mini_v2 import observations as obs_lib
+
     np.savez(
       record,
       **{k: np.asarray(v) for k, v in log.items()},
-      observation_layout=json.dumps(playback.env.state_layout.to_json()),
-      control_period_s=playback.env.dt,
+      observation_layout=json.dumps(obs_lib.state_layout(playback.config.observation_history).to_json()),
+      control_period_s=playback.config.ctrl_dt,
+      source=playback.source,
     )
+  window = max(1, int(round(score.TRACKING_WINDOW_S / playback.config.ctrl_dt)))
+  card = score.summarize([episode], [command], window)["commands"][command.name]
   return {
-    "seconds": round(steps * playback.env.dt, 3),
-    "distance_m": round(distance, 3),
-    "mean_lin_vel_error_mps": round(float(np.mean(errors)), 4),
-    "mean_yaw_rate_error_radps": round(float(np.mean(yaw_errors)), 4),
-    "falls": falls,
+    "seconds": round(float(episode["survival_s"]), 3),
+    "distance_m": round(episode["distance_m"], 3),
+    "achieved": card["achieved"],
+    "mean_lin_vel_error_mps": card["lin_vel_error_mps"],
+    "mean_yaw_rate_error_radps": card["yaw_rate_error_radps"],
+    "falls": int(episode["fell"]),
+    "fall_cause": episode["fall_cause"],
+    "pushes": episode["pushes"],
+    "source": playback.source,
   }
 
 
-def observation_history(onnx_path: str | Path) -> int:
-  """Earlier frames an exported policy observes, from its metadata.
-
-  A file without an `observation_layout` (e.g. exported by another project
-  for the Open Duck runtime) is taken to observe the runtime's 101 floats.
-
-  Raises:
-    ValueError: the file's observation layout is not one of this robot's.
-  """
-  from playground.common import onnx_export
-  from playground.open_duck_mini_v2 import observations as obs_lib
-
-  try:
-    metadata = onnx_export.read_metadata(onnx_path)
-  except Exception as e:  # onnx raises protobuf's DecodeError for a file that is not ONNX
-    raise ValueError(f"{onnx_path} is not an ONNX policy file ({type(e).__name__}: {e})".replace("\n", " ")) from None
-  if "observation_layout" not in metadata:
-    return 0
-  frames = obs_lib.history_of(metadata["observation_layout"])
-  if frames is None:
-    raise ValueError(
-      f"{onnx_path}: its observation layout ({metadata.get('observation_size', '?')} inputs) is not the Open Duck "
-      f"Mini V2's ({obs_lib.STATE_LAYOUT.size} inputs, plus {obs_lib.HISTORY_FRAME_LAYOUT.size} per history frame)"
-    )
-  return frames
-
-
-def interactive(playback: Playback, schedule: CommandSchedule) -> None:
-  """Passive viewer; arrows: vx / yaw rate, , and . : vy, space: stop."""
-  import time
-
+def interactive(playback: Playback, start: np.ndarray) -> None:
+  """Passive viewer; arrows: vx / yaw rate, , and . : vy, space: stop. A fall starts a new episode."""
   import mujoco.viewer
 
-  command = np.array(schedule(0.0), np.float32)
+  from playground.open_duck_mini_v2.player import Command
+
+  command = np.array(start, np.float32)
   keys = {265: (0, 0.05), 264: (0, -0.05), 263: (2, 0.2), 262: (2, -0.2), 44: (1, 0.05), 46: (1, -0.05)}
 
   def on_key(keycode):
@@ -284,15 +203,31 @@ def interactive(playback: Playback, schedule: CommandSchedule) -> None:
       command[index] += delta
     logger.info("command vx=%.2f vy=%.2f yaw=%.2f", *command[:3])
 
-  playback.reset(command)
-  with mujoco.viewer.launch_passive(playback.model, playback.data, key_callback=on_key) as viewer:
-    while viewer.is_running():
-      started = time.monotonic()
-      playback.step(command)
-      if playback.fallen():
-        playback.reset(command)
-      viewer.sync()
-      time.sleep(max(0.0, playback.env.dt - (time.monotonic() - started)))
+  class Live(Command):
+    def at(self, t: float) -> np.ndarray:
+      del t
+      return command.copy()
+
+  live = Live("live", ((0.0, 0.0, 0.0, 0.0),), 3600.0)
+  viewer = None
+  started = [time.monotonic()]
+
+  shown = [None]
+
+  def on_step(view) -> bool:
+    nonlocal viewer
+    if shown[0] is not view.datas[0]:  # a new episode after a fall: a new simulation to show
+      if viewer is not None:
+        viewer.close()
+      viewer = mujoco.viewer.launch_passive(view.models[0], view.datas[0], key_callback=on_key)
+      shown[0] = view.datas[0]
+    viewer.sync()
+    time.sleep(max(0.0, playback.config.ctrl_dt - (time.monotonic() - started[0])))
+    started[0] = time.monotonic()
+    return viewer.is_running()
+
+  while viewer is None or viewer.is_running():
+    playback.play(live, on_step)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -304,8 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   source = parser.add_mutually_exclusive_group(required=True)
   source.add_argument("--onnx", help="exported policy file")
   source.add_argument("--checkpoint", help="checkpoint step or run directory (exported on the fly)")
-  parser.add_argument("--env", default="joystick", choices=("joystick", "standing"))
-  parser.add_argument("--task", default="flat_terrain")
+  parser.add_argument("--task", help="scene (default: the policy's own)")
   for key in COMMAND_KEYS:
     parser.add_argument(f"--{key}", type=float, default=0.0, help=f"constant command {key}")
   parser.add_argument("--script", help='JSON command script: [{"t": 0, "vx": 0.1}, {"t": 4, "yaw_rate": 0.5}]')
@@ -313,42 +247,64 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--video", help="write an MP4 (offscreen rendering)")
   parser.add_argument("--record", help="save observations/actions to an .npz file")
   parser.add_argument("--viewer", action="store_true", help="interactive viewer (needs a display)")
+  parser.add_argument("--runtime", action="store_true", help="observe as the Open Duck runtime does (runtime.py)")
   parser.add_argument("--noise", action="store_true", help="keep the training sensor noise")
   parser.add_argument("--delays", action="store_true", help="keep the training action/IMU delays")
+  parser.add_argument("--randomize", action="store_true", help="a domain-randomized model, as in training")
+  parser.add_argument("--pushes", action="store_true", help="the training env's kicks")
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
 
   from playground.common import checkpointing
   from playground.common import config as config_lib
   from playground.common import onnx_export
-  from playground.export import export_checkpoint
   from playground.open_duck_mini_v2 import constants as consts
+  from playground.open_duck_mini_v2 import policy_io
+  from playground.open_duck_mini_v2.player import Command
 
   try:
-    config_lib.check_choice("--task", args.task, consts.TASKS)
-    schedule = (
-      CommandSchedule.from_json(args.script)
+    if args.task is not None:
+      config_lib.check_choice("--task", args.task, consts.TASKS)
+    if not args.duration > 0:
+      raise ValueError(f"--duration must be positive seconds, got {args.duration}")
+    constant = [getattr(args, k) for k in COMMAND_KEYS]
+    command = (
+      command_from_json(args.script, args.duration)
       if args.script
-      else CommandSchedule.constant([getattr(args, k) for k in COMMAND_KEYS])
+      else Command("command", ((0.0, *constant),), args.duration)
     )
     with tempfile.TemporaryDirectory() as tmp:
       path = args.onnx
       if args.checkpoint:
-        path, _ = export_checkpoint(args.checkpoint, Path(tmp) / "policy.onnx")
+        from playground.export import export_checkpoint  # the checkpoint's exporter (loads the training stack)
+
+        step_dir = checkpointing.resolve(Path(args.checkpoint))
+        path = step_dir / policy_io.POLICY_FILE
+        if not path.is_file():
+          path, _ = export_checkpoint(step_dir, Path(tmp) / policy_io.POLICY_FILE)
       if not Path(path).is_file():
         raise FileNotFoundError(f"policy file {path} does not exist")
-      history = observation_history(path)
-      playback = Playback(onnx_policy(path), args.env, args.task, args.noise, args.delays, args.seed, history)
+      playback = Playback(
+        path,
+        args.task,
+        "runtime" if args.runtime else "env",
+        args.noise,
+        args.delays,
+        args.randomize,
+        args.pushes,
+        args.seed,
+      )
     if args.viewer:
       if not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
         raise RuntimeError("--viewer needs a display (DISPLAY is not set); use --video for headless runs")
-      interactive(playback, schedule)
+      interactive(playback, command.at(0.0))
       return 0
-    summary = run(playback, schedule, args.duration, args.video, args.record)
+    summary = run(playback, command, args.video, args.record)
   except (
     config_lib.ConfigError,
     checkpointing.CheckpointError,
     onnx_export.ExportError,
+    policy_io.ScoreError,
     FileNotFoundError,
     ValueError,
     RuntimeError,
@@ -360,7 +316,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logger.info("video: %s", args.video)
   if args.record:
     logger.info("record: %s", args.record)
-  return 0
+  return 0 if summary["fall_cause"] != "non-finite action" else 1
 
 
 if __name__ == "__main__":

@@ -17,26 +17,20 @@ from typing import Any
 
 from ml_collections import config_dict
 
-from playground.common import ppo_config as ppo_defaults
 from playground.common.runner import REPO_ROOT
 from playground.common.runner import BaseRunner
 from playground.common.runner import ResolvedConfig
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import presets as presets_lib
+from playground.open_duck_mini_v2.envs import ENVS
+from playground.open_duck_mini_v2.envs import command_ranges
+from playground.open_duck_mini_v2.envs import env_class
 
 if TYPE_CHECKING:
   from playground.common.trainer import Session
 
-ENVS = ("joystick", "standing")
 
 logger = logging.getLogger("playground")
-
-#: Episodes per command when the runner scores a checkpoint, per preset
-#: (`--score_seeds` overrides). 12 per command (108 episodes) for the presets
-#: that train a walker: 2 per command (18 episodes) cannot see a 10% fall rate
-#: (BENCHMARKS.md, run presetP), and `best_policy.onnx` is chosen by this
-#: score. A 12-seed score takes about 20 s on a 2-core CPU.
-SCORE_SEEDS = {"full": 12, "cpu": 12, "quick": 2, "smoke": 2}
-
 
 def _positive_int(text: str) -> int:
   try:
@@ -49,110 +43,17 @@ def _positive_int(text: str) -> int:
 
 
 def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
-  """PPO settings of the Open Duck Mini V2 for a preset.
-
-  `full` is sized for one modern GPU (8192 envs, 150M steps); `quick` shows
-  a rising learning curve in about 10 minutes on a 2-core CPU; `smoke` checks the
-  whole pipeline in under 3 minutes on a 2-core CPU.
-  """
+  """PPO settings of the Open Duck Mini V2 for a preset (`presets.PRESETS`)."""
   del env_name
-  c = ppo_defaults.default_config()
-  c.update(
-    dict(
-      num_timesteps=150_000_000,
-      num_envs=8192,
-      unroll_length=20,
-      batch_size=256,
-      num_minibatches=32,
-      num_updates_per_batch=4,
-      learning_rate=3e-4,
-      entropy_cost=1e-3,
-      discounting=0.97,
-      gae_lambda=0.95,
-      clipping_epsilon=0.2,
-      max_grad_norm=1.0,
-      policy_hidden_layer_sizes=(128, 128, 128),
-      value_hidden_layer_sizes=(256, 256, 256),
-      activation="swish",
-      init_noise_std=0.3,
-      num_eval_envs=128,
-      eval_every=10_000_000,
-      log_every=1_000_000,
-      checkpoint_every=10_000_000,
-      keep_last=5,
-    )
-  )
-  if preset == "quick":
-    c.update(
-      dict(
-        num_timesteps=1_500_000,
-        num_envs=128,
-        batch_size=128,
-        num_minibatches=4,
-        unroll_length=20,
-        num_updates_per_batch=4,
-        learning_rate=1e-3,
-        num_eval_envs=32,
-        eval_every=150_000,
-        log_every=20_000,
-        policy_hidden_layer_sizes=(64, 64),
-        value_hidden_layer_sizes=(128, 128),
-        checkpoint_every=300_000,
-      )
-    )
-  elif preset == "cpu":
-    # A walking policy on a laptop CPU (see BENCHMARKS.md, "Time to walk").
-    c.update(
-      dict(
-        # About 56 minutes on a 2-core CPU; both runs of the preset met the
-        # walking target at 14M or 16M (BENCHMARKS.md, runs comW and comW1).
-        num_timesteps=16_000_000,
-        # A constant learning rate: dropping it to 1e-4 at 12M did not reduce
-        # falls from scratch (BENCHMARKS.md, runs ftL and lrM).
-        num_envs=256,
-        batch_size=256,
-        num_minibatches=8,
-        unroll_length=20,
-        num_updates_per_batch=4,
-        learning_rate=3e-4,
-        entropy_cost=5e-3,
-        init_noise_std=0.5,
-        num_eval_envs=32,
-        eval_every=2_000_000,
-        log_every=204_800,
-        # 256 x 256 rather than 128 x 128: fewer falls for about 10% less
-        # throughput (BENCHMARKS.md, runs bigM, presetP and critD).
-        policy_hidden_layer_sizes=(256, 256),
-        value_hidden_layer_sizes=(256, 256),
-        checkpoint_every=2_000_000,
-        keep_last=0,
-      )
-    )
-  elif preset == "smoke":
-    c.update(
-      dict(
-        num_timesteps=2_560,
-        num_envs=16,
-        batch_size=16,
-        num_minibatches=4,
-        unroll_length=20,
-        num_updates_per_batch=1,
-        num_eval_envs=8,
-        eval_every=2_560,
-        log_every=1_280,
-        policy_hidden_layer_sizes=(32, 32),
-        value_hidden_layer_sizes=(32, 32),
-        checkpoint_every=2_560,
-      )
-    )
-  return c
+  return presets_lib.ppo_config(preset)
 
 
 class OpenDuckMiniV2Runner(BaseRunner):
   """Runner for the Open Duck Mini V2 joystick and standing tasks."""
 
   robot = "open_duck_mini_v2"
-  presets = ("full", "quick", "cpu", "smoke")
+  presets = tuple(presets_lib.PRESETS)
+  preset_summaries = {name: p.summary for name, p in presets_lib.PRESETS.items()}
   CHANGEABLE_EXTRA = ("score", "score_seeds")
   FLAG_ENV_KEYS = ("reference.path",)  # set from --reference in resolve_config
   default_env = "joystick"
@@ -173,16 +74,11 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
   def make_randomizer(self, env, env_config: config_dict.ConfigDict):
     from playground.common import randomize
+    from playground.open_duck_mini_v2 import envs
 
     if not env_config.domain_randomization.enabled:
       return None
-    targets = randomize.RandomizationTargets(
-      floor_geom=consts.FLOOR_GEOM,
-      trunk_body=consts.ROOT_BODY,
-      actuators=consts.ACTUATOR_NAMES,
-      head_actuators=consts.HEAD_JOINT_NAMES,
-    )
-    return randomize.make_randomization_fn(env.mj_model, targets, env_config.domain_randomization)
+    return randomize.make_randomization_fn(env.mj_model, envs.randomization_targets(), env_config.domain_randomization)
 
   def ppo_config(self, env_name: str, preset: str) -> config_dict.ConfigDict:
     return ppo_config(env_name, preset)
@@ -271,12 +167,52 @@ class OpenDuckMiniV2Runner(BaseRunner):
       "gait_frequency_hz": frequency,
       "gait_period_steps": round(phase_steps, 6),
       "motor_targets": "home_pose + action_scale * action (+ head command); the servos limit speed and range",
+      "command_range": {
+        name: list(r) for name, r in zip(observations.COMMAND_NAMES, command_ranges(env_name, env_config))
+      },
+      "input_clamp": "commands outside command_range are clamped to it inside the file, as in training",
+      "first_frame": "a (0, 0) phase, as the runtime observes before its first phase step, is phase 0 (cos 1, sin 0)",
       "feedforward": (
         "the output includes the reference gait at the observed command and phase (the network learned a residual)"
         if env_name == "joystick" and joystick.feedforward_on(env_config)
         else "none"
       ),
     }
+
+  @classmethod
+  def policy_input_bounds(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """The 7 commands clamped to the ranges the env trained with; other inputs unbounded."""
+    del task
+    import numpy as np
+
+    from playground.open_duck_mini_v2 import observations
+
+    size = observations.state_layout(int(env_config.get("observation_history", 0))).size
+    low, high = np.full(size, -np.finfo(np.float32).max), np.full(size, np.finfo(np.float32).max)
+    start = observations.STATE_LAYOUT.slices["command"].start
+    for i, (lo, hi) in enumerate(command_ranges(env_name, env_config)):
+      low[start + i], high[start + i] = lo, hi
+    return low.astype(np.float32), high.astype(np.float32)
+
+  @classmethod
+  def policy_probe_observations(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """The Open Duck runtime's first frames (phase (0, 0), home pose at rest) at zero, edge and
+    out-of-range commands: the export must give finite actions that match JAX on them."""
+    import numpy as np
+
+    from playground.open_duck_mini_v2 import base
+    from playground.open_duck_mini_v2 import runtime
+
+    history = int(env_config.get("observation_history", 0))
+    model = base.load_model(task)
+    ids = base.RobotIndices.from_model(model)
+    ranges = np.array(command_ranges(env_name, env_config))
+    commands = np.stack([np.zeros(7), ranges[:, 1], ranges[:, 0], 3 * ranges[:, 1], np.r_[0.1, np.zeros(6)]])
+    frames = runtime.first_frames(model, ids.home_ctrl, commands)
+    if history:
+      # A runtime with a history repeats the first frame's sensors in it.
+      frames = np.concatenate([frames, np.zeros((len(frames), history * 34), np.float32)], axis=1)
+    return frames
 
   @classmethod
   def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
@@ -291,12 +227,14 @@ class OpenDuckMiniV2Runner(BaseRunner):
     return joystick.make_feedforward(reference, ids.home_ctrl, float(env_config.action_scale))
 
   def score_seeds(self) -> int:
-    """Episodes per command of the in-run scorecard: `--score_seeds`, else the preset's `SCORE_SEEDS`."""
-    return int(self.args.extra.get("score_seeds") or SCORE_SEEDS[self.args.preset])
+    """Episodes per command of the in-run scorecard: `--score_seeds`, else the preset's `score_seeds`."""
+    return int(self.args.extra.get("score_seeds") or presets_lib.PRESETS[self.args.preset].score_seeds)
 
   def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
     """Plays the checkpoint's policy on the scorecard suite; writes score.json/png next to it.
 
+    Plays it twice: observed by the env's functions (`score.json`, `score/*`)
+    and as the robot runtime does (`score_runtime.json`, `score/runtime_*`).
     Also keeps the run's `best_policy.onnx` / `best_score.json` (`score.update_best`).
     """
     mode = self.args.extra.get("score", "auto")
@@ -307,73 +245,26 @@ class OpenDuckMiniV2Runner(BaseRunner):
       return {}
     from playground.open_duck_mini_v2 import score
 
-    card = score.score(policy, session.cfg.env_config.to_dict(), seeds=self.score_seeds(), task=session.task)
+    env_config = session.cfg.env_config.to_dict()
+    card = score.score(policy, env_config, seeds=self.score_seeds(), task=session.task)
     score.write(card, Path(step_dir))
     logger.info("%s (step %s, %.1f s)", score.headline_line(card), f"{step:,}", card["wall_time_s"])
+    # The same policy observed as the robot runtime does (runtime.py), with
+    # a third of the seeds: its own card and score/runtime_* scalars.
+    runtime_card = score.score(
+      policy, env_config, seeds=max(2, self.score_seeds() // 3), task=session.task, source="runtime"
+    )
+    score.write(runtime_card, Path(step_dir), "score_runtime")
+    logger.info("%s (%.1f s)", score.headline_line(runtime_card), runtime_card["wall_time_s"])
     run_dir = Path(step_dir).parent
     if score.update_best(run_dir, Path(step_dir), card):
       logger.info(
         "best policy so far (walks on command, then fewest falls, then tracking error): %s", run_dir / score.BEST_POLICY
       )
-    return score.tensorboard_scalars(card)
+    return {**score.tensorboard_scalars(card), **score.tensorboard_scalars(runtime_card, "score/runtime_")}
 
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
-    if preset == "smoke":
-      return {"episode_length": 100}
-    overrides: dict[str, Any] = {}
-    if preset == "cpu":
-      # Trunk centre-of-mass offsets of +-3 cm instead of the upstream's +-5 cm.
-      # Measured (BENCHMARKS.md, "What makes the CPU policy fall"): every fall
-      # of the 60-minute CPU policy on the scorecard is on a model whose trunk
-      # offset is 4.0-4.8 cm on some axis; the same policy has no falls with
-      # offsets up to 4 cm. On this robot the trunk is a third of the mass:
-      # +-3 cm of it moves the whole duck's centre of mass +-1 cm (the sole is
-      # 4.2 cm wide), as if 0.2 kg of it sat 10 cm off centre. The
-      # `full` preset keeps +-5 cm. --set domain_randomization.com_offset=0.05
-      # restores it.
-      overrides["domain_randomization.com_offset"] = 0.03
-      # It trains at +-3.5 cm and is scored at +-3 (the margin is training
-      # only): trained at +-3 cm, its falls were on models at the edge of the
-      # range (2.5-2.9 cm). Measured (BENCHMARKS.md, runs comW and comW1, 12
-      # seeds): 5 falls in 1,296 scorecard episodes at 6-16M instead of 28
-      # (runs critD and lrM), at the same speeds.
-      overrides["domain_randomization.com_offset_margin"] = 0.005
-      if env_name == "joystick":
-        # A fall costs 200 x ctrl_dt = 4 (per-step rewards are about 0.15),
-        # Isaac Lab's humanoid termination penalty. Measured (BENCHMARKS.md,
-        # "Time to walk with a fall penalty"): 2 falls in 270 scorecard
-        # episodes over 2-10M steps instead of 11, at the cost of reaching
-        # the speed target about 6M steps later.
-        overrides["reward_config.scales.termination"] = -200.0
-        # The critic observes the physics each env's randomization drew
-        # (`critic_dynamics`; the actor and the ONNX policy do not change).
-        # Measured (BENCHMARKS.md, runs presetP and critD, 12 seeds): 4 falls
-        # in 324 scorecard episodes at 8-12M steps instead of 29, for 0.006 m/s
-        # less forward speed at 12M.
-        overrides["critic_dynamics"] = True
-    if env_name == "joystick":
-      # The policy learns a residual around the reference gait: the first
-      # setting under which PPO learned to walk here (BENCHMARKS.md, "Time to
-      # walk": run ffA). --set reference.feedforward=false turns it off.
-      overrides["reference.feedforward"] = True
-    return overrides
-
-
-def env_class(env_name: str):
-  """The environment class of `env_name` (see `ENVS`), imported on demand.
-
-  Imported lazily: the command line is validated before JAX is loaded.
-  """
-  from playground.common import config as config_lib
-
-  config_lib.check_choice("--env", env_name, ENVS)
-  if env_name == "joystick":
-    from playground.open_duck_mini_v2 import joystick
-
-    return joystick.Joystick
-  from playground.open_duck_mini_v2 import standing
-
-  return standing.Standing
+    return presets_lib.env_overrides(env_name, preset)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

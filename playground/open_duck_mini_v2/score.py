@@ -1,27 +1,35 @@
-"""Policy scorecard: does the duck walk on command?
+"""Policy scorecard: does the duck walk on command, and stay up when pushed?
 
     uv run playground/open_duck_mini_v2/score.py checkpoints/<run>            # latest checkpoint
     uv run playground/open_duck_mini_v2/score.py checkpoints/<run>/<step>     # one checkpoint
     uv run playground/open_duck_mini_v2/score.py policy.onnx [--clean] [--seeds 3]
+    uv run playground/open_duck_mini_v2/score.py policy.onnx --runtime [--cutoff_frequency 40]
     uv run playground/open_duck_mini_v2/score.py checkpoints/<run> --set domain_randomization.com_offset=0.05
 
-Plays the policy in MuJoCo's C engine on a fixed suite of commands (stand,
-forward 0.1 and 0.15 m/s, backward 0.1, sideways +-0.1, turn +-0.5 rad/s, and
-a 20 s script that changes the command every 4 s), several seeds each. Every
-episode runs on its own domain-randomized model with the training env's
-sensor noise and action/IMU delays (`--clean` turns all three off), and its
-observations come from the training environment's own functions (`base.read`,
-`apply_action`, `advance`, `observe`), as in playback and on the robot.
-`--set KEY=VALUE` changes the run's env config before playing (e.g. wider
-randomization ranges than the policy was trained with).
+Plays the policy in MuJoCo's C engine (`player.play`) on a fixed suite of
+commands (stand, forward 0.1 and 0.15 m/s, backward 0.1, sideways +-0.1,
+turn +-0.5 and +-1.0 rad/s, a 20 s script that changes the command every
+4 s, forward 0.1 with the runtime's 1.3x phase button) and of pushes
+(standing and walking at 0.1 m/s with 0.5 m/s kicks every 3 s, and walking
+with the training env's kicks), several seeds each. Every episode runs on
+its own domain-randomized model with the training env's sensor noise and
+action/IMU delays (`--clean` turns all three off). Observations come from
+the training env's own functions, or with `--runtime` from an independent
+implementation of the Open Duck robot runtime's loop (`runtime.py`: a 2 s
+hold, the phase starting at (0, 0), its options `--clip_motor_velocity` and
+`--cutoff_frequency`). `--set KEY=VALUE` changes the run's env config
+before playing (e.g. wider randomization ranges than the policy was
+trained with).
 
-Per command it reports survival time and falls, the achieved vx / vy / yaw
-rate in the heading frame (after a settling second) against the command,
-tracking errors, distance, foot slip, joint-limit hits, action smoothness and
-mechanical power; a table on stdout, a JSON file and a PNG. The headline:
-falls, mean velocity-tracking error, forward speed at the 0.1 m/s command.
-The JSON also lists every episode (command, seed, fell, survival time and its
-model's trunk centre-of-mass offset), to tell what makes a policy fall.
+Per command it reports survival time and falls (and why: tipped, sank,
+non-finite state or action), the achieved vx / vy / yaw rate in the heading
+frame (after a settling second) against the command, tracking errors,
+distance, foot slip, joint-limit hits, action smoothness and mechanical
+power; a table on stdout, a JSON file and a PNG. The headline: falls
+without pushes, falls under pushes, mean velocity-tracking error, speeds
+at the 0.1 m/s and 0.5 rad/s commands. The JSON also lists every episode
+(command, seed, fell, why, survival time and its model's trunk
+centre-of-mass offset), to tell what makes a policy fall.
 
 The policy's ONNX metadata (robot, observation layout, action order, home
 pose, control period) must match the model, or it is refused in one line.
@@ -37,63 +45,50 @@ import math
 import os
 import sys
 import time
-from collections.abc import Callable
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from playground.common import checkpointing
+from playground.common import config as config_lib
+from playground.common import onnx_export
+from playground.common import run_dirs
+from playground.open_duck_mini_v2 import base
+from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import player
+from playground.open_duck_mini_v2 import policy_io
+from playground.open_duck_mini_v2 import runtime as runtime_lib
+from playground.open_duck_mini_v2.player import Command
+from playground.open_duck_mini_v2.player import Pushes
+from playground.open_duck_mini_v2.policy_io import ScoreError
+
 logger = logging.getLogger("playground")
 
-#: Seconds of each constant-command episode, and of the settling time excluded from the averages.
-DURATION_S = 8.0
-SETTLE_S = 1.0
 SCRIPT_DURATION_S = 20.0
+#: Push entries: 10 s, kicks of 0.5 m/s every 3 s (at 3, 6 and 9 s).
+PUSH_DURATION_S = 10.0
+FIXED_PUSHES = Pushes(magnitude=(0.5, 0.5), interval=(3.0, 3.0))
 #: Tracking errors compare velocities averaged over this trailing window: a
 #: walking gait's velocity swings within each 0.54 s period, and that sway is
 #: not a tracking error (instantaneous errors ranked standing above walking).
 TRACKING_WINDOW_S = 1.0
-#: A joint closer than this to a limit of its range counts as a limit hit.
-JOINT_LIMIT_MARGIN = 0.02
 #: The table names a joint that is at a limit for at least this share of a command's time.
 LIMIT_REPORT_SHARE = 0.25
+#: The entry played with the runtime's phase button held (1.3x phase speed).
+PHASE_BUTTON = "forward_0.1_phase_x1.3"
 
 
-@dataclasses.dataclass(frozen=True)
-class Command:
-  """One entry of the suite: a name and a schedule [(t_start, vx, vy, yaw_rate), ...].
-
-  An entry may add the four head commands (neck pitch, head pitch, head yaw,
-  head roll offsets, rad): (t_start, vx, vy, yaw_rate, neck, pitch, yaw, roll).
-  Without them the head command is 0 (the home pose).
-  """
-
-  name: str
-  schedule: tuple[tuple[float, ...], ...]
-  duration: float = DURATION_S
-
-  def at(self, t: float) -> np.ndarray:
-    """The 7-dim command at time t."""
-    current = self.schedule[0]
-    for entry in self.schedule:
-      if t + 1e-9 >= entry[0]:
-        current = entry
-    if len(current) not in (4, 8):
-      raise ValueError(f"a schedule entry is (t, vx, vy, yaw_rate[, 4 head commands]), got {current}")
-    head = tuple(current[4:8]) or (0.0, 0.0, 0.0, 0.0)
-    return np.array([current[1], current[2], current[3], *head], np.float32)
-
-
-def suite() -> tuple[Command, ...]:
-  """The fixed command suite (see the module docstring)."""
-  const = lambda name, vx=0.0, vy=0.0, wz=0.0: Command(name, ((0.0, vx, vy, wz),))  # noqa: E731
+def suite(training_pushes: Pushes | None = None) -> tuple[Command, ...]:
+  """The fixed suite (see the module docstring); `training_pushes` adds the training env's kicks entry."""
+  const = lambda name, vx=0.0, vy=0.0, wz=0.0, **kw: Command(name, ((0.0, vx, vy, wz),), **kw)  # noqa: E731
   script = Command(
     "script",
     ((0.0, 0.1, 0.0, 0.0), (4.0, 0.0, 0.0, 0.5), (8.0, 0.0, 0.1, 0.0), (12.0, -0.1, 0.0, 0.0), (16.0, 0.0, 0.0, 0.0)),
     SCRIPT_DURATION_S,
   )
-  return (
+  entries = (
     const("stand"),
     const("forward_0.1", vx=0.1),
     const("forward_0.15", vx=0.15),
@@ -102,8 +97,16 @@ def suite() -> tuple[Command, ...]:
     const("right_0.1", vy=-0.1),
     const("turn_left_0.5", wz=0.5),
     const("turn_right_0.5", wz=-0.5),
+    const("turn_left_1.0", wz=1.0),
+    const("turn_right_1.0", wz=-1.0),
     script,
+    const(PHASE_BUTTON, vx=0.1, phase_factor=runtime_lib.PHASE_BUTTON_FACTOR),
+    const("push_stand_0.5", pushes=FIXED_PUSHES, duration=PUSH_DURATION_S),
+    const("push_forward_0.1_0.5", vx=0.1, pushes=FIXED_PUSHES, duration=PUSH_DURATION_S),
   )
+  if training_pushes is not None:
+    entries += (const("push_forward_0.1_training", vx=0.1, pushes=training_pushes, duration=SCRIPT_DURATION_S),)
+  return entries
 
 
 def look_around(duration: float = SCRIPT_DURATION_S, every: float = 2.0, seed: int = 0) -> Command:
@@ -125,358 +128,6 @@ def look_around(duration: float = SCRIPT_DURATION_S, every: float = 2.0, seed: i
   count = int(np.ceil(duration / every))
   schedule = tuple((every * i, 0.0, 0.0, 0.0, *np.round(rng.uniform(low, high), 2).tolist()) for i in range(count))
   return Command("look_around", schedule, duration)
-
-
-class ScoreError(ValueError):
-  """The policy cannot be scored (missing file, mismatched contract)."""
-
-
-# ---- Finding the policy and its configuration.
-
-
-def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any] | None, Path]:
-  """(ONNX file, the run's env config or None, default output directory) for PATH.
-
-  PATH is an `.onnx` file, a checkpoint step directory or a run directory
-  (its latest checkpoint). A checkpoint without `policy.onnx` is exported. An
-  `.onnx` file next to a run's `config.json` (`best_policy.onnx`) takes the
-  run's env config.
-  """
-  from playground.common import checkpointing
-
-  path = Path(path).expanduser()
-  if not path.exists():
-    raise ScoreError(f"{path} does not exist (expected a run directory, a checkpoint directory or an .onnx file)")
-  if path.is_file():
-    if path.suffix != ".onnx":
-      raise ScoreError(f"{path} is not an .onnx file, a checkpoint directory or a run directory")
-    # A run's best_policy.onnx plays under its run's config.
-    env_config = None
-    record = path.parent / "config.json"
-    if record.is_file():
-      try:
-        env_config = json.loads(record.read_text()).get("env_config")
-      except (ValueError, AttributeError):  # not a run's record: play with the defaults
-        env_config = None
-    return path, env_config, path.parent
-  step_dir = checkpointing.resolve(path)
-  onnx_path = step_dir / "policy.onnx"
-  if not onnx_path.is_file():
-    from playground.export import export_checkpoint
-
-    onnx_path, _ = export_checkpoint(step_dir)
-  config_path = step_dir.parent / "config.json"
-  env_config = json.loads(config_path.read_text())["env_config"] if config_path.is_file() else None
-  return onnx_path, env_config, step_dir
-
-
-def check_contract(metadata: dict[str, Any], ids: Any, ctrl_dt: float) -> None:
-  """Refuses (ScoreError, one line) a policy whose contract differs from the model's."""
-  from playground.open_duck_mini_v2 import constants as consts
-  from playground.open_duck_mini_v2 import observations as obs_lib
-  from playground.open_duck_mini_v2.runner import ENVS
-
-  differences = []
-  if metadata.get("robot") != "open_duck_mini_v2":
-    differences.append(f"robot is '{metadata.get('robot')}', not 'open_duck_mini_v2'")
-  if metadata.get("env") not in ENVS:
-    differences.append(f"env '{metadata.get('env')}' is not one of {', '.join(ENVS)}")
-  if obs_lib.history_of(metadata.get("observation_layout")) is None:
-    differences.append(
-      f"observation layout differs ({metadata.get('observation_size', '?')} inputs; "
-      f"the model observes {obs_lib.STATE_LAYOUT.size}, plus "
-      f"{obs_lib.HISTORY_FRAME_LAYOUT.size} per history frame)"
-    )
-  if list(metadata.get("action_names", [])) != list(consts.ACTUATOR_NAMES):
-    differences.append("action order differs from the model's actuators")
-  period = metadata.get("control_period_s")
-  if period is None or abs(float(period) - ctrl_dt) > 1e-9:
-    differences.append(f"control period is {period} s, the env runs at {ctrl_dt} s")
-  home = metadata.get("home_pose")
-  if home is None or len(home) != len(ids.home_ctrl) or not np.allclose(home, ids.home_ctrl, atol=1e-4):
-    differences.append("home pose differs from the model's home keyframe")
-  if differences:
-    raise ScoreError("the policy does not match the Open Duck Mini V2 model: " + "; ".join(differences))
-
-
-def score_config(
-  metadata: dict[str, Any],
-  env_config: dict[str, Any] | None,
-  clean: bool,
-  overrides: Sequence[tuple[str, str]] = (),
-):
-  """The env config to play with: the run's (or the env's default), as the policy was trained.
-
-  The trunk offset's training margin is dropped (see `randomize.default_config`).
-  `overrides` (`config.parse_overrides` pairs) change it first, as `--set`
-  does for training; an unknown key raises `ConfigError`.
-  """
-  from ml_collections import config_dict
-
-  from playground.common import config as config_lib
-  from playground.open_duck_mini_v2 import base
-  from playground.open_duck_mini_v2 import observations as obs_lib
-  from playground.open_duck_mini_v2.runner import env_class
-
-  config = env_class(metadata["env"]).default_config()
-  if env_config is not None:
-    config = config_dict.ConfigDict(env_config)
-  # The scorecard judges at the randomization's nominal ranges: the trunk
-  # offset's training margin (`com_offset_margin`) is left out, unless
-  # `overrides` set it again.
-  if config.domain_randomization.get("com_offset_margin", 0.0):
-    config.domain_randomization.com_offset_margin = 0.0
-  if overrides:
-    config = config_lib.apply_overrides(config, overrides)
-  config.action_scale = float(metadata.get("action_scale", config.action_scale))
-  # The policy observes as many earlier frames as its layout holds (checked by
-  # `check_contract`), whatever the run's config says.
-  frames = obs_lib.history_of(metadata.get("observation_layout"))
-  if frames is not None:
-    with config.unlocked():  # a run's config from before the option has no such key
-      config.observation_history = frames
-  # The phase advances at the frequency the policy was trained with (written at
-  # export); the reference itself is not needed to play.
-  config.gait_frequency = float(metadata.get("gait_frequency_hz", config.gait_frequency))
-  if "imitation" in config.reward_config.scales:
-    config.reward_config.scales.imitation = 0.0
-  if "reference" in config:
-    # A residual policy's ONNX adds the reference gait itself; playback feeds
-    # its output to `apply_action` as the runtime does (never `step`).
-    config.reference.feedforward = False
-  on = not clean
-  return base.without_disturbances(config, noise=on, delays=on, randomization=on)
-
-
-# ---- Lockstep playback of many episodes in MuJoCo C.
-
-
-def _randomized_models(env, config, keys: np.ndarray) -> list:
-  """One MuJoCo C model per key, randomized like the training env (or copies)."""
-  import copy
-
-  import jax
-  from mujoco import mjx
-
-  from playground.common import randomize
-  from playground.open_duck_mini_v2 import constants as consts
-
-  base_model = env.mj_model
-  if not config.domain_randomization.enabled:
-    return [copy.copy(base_model) for _ in keys]
-  targets = randomize.RandomizationTargets(
-    consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES, consts.HEAD_JOINT_NAMES
-  )
-  fn = randomize.make_randomization_fn(base_model, targets, config.domain_randomization)
-  batched, _ = fn(mjx.put_model(base_model), jax.numpy.asarray(keys))
-  models = []
-  for i in range(len(keys)):
-    m = copy.copy(base_model)
-    for name in randomize.RANDOMIZED_FIELDS:
-      getattr(m, name)[:] = np.asarray(getattr(batched, name)[i])
-    models.append(m)
-  return models
-
-
-class _Stepper:
-  """An env and its per-step functions, batched over episodes and jitted once.
-
-  Built once per process and configuration (`_STEPPERS`), so that a runner
-  scoring every checkpoint compiles them only once.
-  """
-
-  def __init__(self, env):
-    import jax
-    from flax import struct
-
-    from playground.open_duck_mini_v2 import base
-
-    ids = env.ids
-
-    @struct.dataclass
-    class ModelView:
-      qpos0: jax.Array
-
-    self.env = env
-    self.ModelView = ModelView
-    read = jax.vmap(lambda mv, view: base.read(ids, mv, view))
-
-    def start(key, model_views, views, command):
-      k_info, k_obs = jax.random.split(key)
-      n = command.shape[0]
-      readings = read(model_views, views)
-      info = jax.vmap(env.initial_info)(jax.random.split(k_info, n), readings)
-      info["command"] = command
-      obs, info = jax.vmap(env.observe)(readings, info, jax.random.split(k_obs, n))
-      return info, obs["state"]
-
-    def act(key, info, action, command):
-      info = dict(info, command=command)
-      n = command.shape[0]
-      info = jax.vmap(env.apply_action)(info, action, jax.random.split(key, n))
-      return info, info["motor_targets"]
-
-    def sense(key, info, model_views, views, action):
-      n = action.shape[0]
-      readings = read(model_views, views)
-      info, _ = jax.vmap(env.advance)(info, readings, action)
-      obs, info = jax.vmap(env.observe)(readings, info, jax.random.split(key, n))
-      return info, obs["state"], readings
-
-    self.start = jax.jit(start)
-    self.act = jax.jit(act)
-    self.sense = jax.jit(sense)
-
-
-def play(
-  policy: Callable[[np.ndarray], np.ndarray],
-  stepper: _Stepper,
-  config,
-  commands: Sequence[Command],
-  seeds: int,
-  seed: int = 0,
-  pushes: bool = False,
-  model_keys: np.ndarray | None = None,
-) -> list[dict[str, Any]]:
-  """Plays every (command, seed) episode in lockstep; returns per-episode raw metrics.
-
-  With `pushes`, the base gets the training env's velocity kicks
-  (`push_config`: magnitude and interval ranges), drawn per episode from `seed`.
-  `model_keys` (one per episode, command-major) replaces the randomized
-  models' keys drawn from `seed`, e.g. by a run's own training models
-  (`training_env.randomization_keys`); noise, delays and pushes stay.
-  """
-  import jax
-  import jax.numpy as jp
-  import mujoco
-
-  from playground.open_duck_mini_v2 import base
-  from playground.open_duck_mini_v2 import constants as consts
-
-  env = stepper.env
-  episodes = [(c, s) for c in commands for s in range(seeds)]
-  n = len(episodes)
-  key = jax.random.PRNGKey(seed)
-  key, k_models = jax.random.split(key)
-  if model_keys is None:
-    model_keys = jax.random.split(k_models, n)
-  elif len(model_keys) != n:
-    raise ScoreError(f"{len(model_keys)} model keys for {n} episodes ({len(commands)} commands x {seeds} seeds)")
-  models = _randomized_models(env, config, np.asarray(model_keys))
-  datas = [mujoco.MjData(m) for m in models]
-  home = models[0].key(consts.HOME_KEYFRAME).id
-  for m, d in zip(models, datas):
-    mujoco.mj_resetDataKeyframe(m, d, home)
-    mujoco.mj_forward(m, d)
-  ids = env.ids
-  model_views = stepper.ModelView(qpos0=jp.asarray(np.stack([m.qpos0 for m in models]), jp.float32))
-
-  def views():
-    return jax.tree_util.tree_map(lambda *x: np.stack(x), *[base.DataView.from_mjdata(d) for d in datas])
-
-  dt = env.dt
-  steps = np.array([int(round(c.duration / dt)) for c, _ in episodes])
-  total = int(steps.max())
-  settle = int(round(SETTLE_S / dt))
-  schedule = np.stack([[c.at(t * dt) for c, _ in episodes] for t in range(total)])  # [T, n, 7]
-  keys = np.asarray(jax.random.split(key, 2 * total + 1))
-  info, obs = stepper.start(keys[0], model_views, views(), jp.asarray(schedule[0]))
-
-  jnt_range = np.stack([m.jnt_range[m.actuator_trnid[:, 0]] for m in models])
-  jnt_qpos = np.stack([m.jnt_qposadr[m.actuator_trnid[:, 0]] for m in models])
-  root = ids.root_body
-  cfg_term = config.termination
-  alive = np.ones(n, bool)
-  survival = steps * dt
-  start_xy = np.stack([d.xpos[root, :2].copy() for d in datas])
-  end_xy = start_xy.copy()
-  last_action = np.zeros((n, len(ids.home_ctrl)), np.float32)
-  counted = np.zeros(n)
-  push_rng = np.random.default_rng(seed)
-  push_cfg = config.push_config
-
-  def next_push(t0):
-    return t0 + np.rint(push_rng.uniform(*push_cfg.interval_range, size=n) / dt).astype(int)
-
-  push_at = next_push(np.zeros(n, int))
-  sums = {k: np.zeros(n) for k in ("slip", "limit", "smooth", "power")}
-  limit_by_joint = np.zeros((n, len(ids.home_ctrl)))
-  cmd_log = np.zeros((total, n, 3))
-  vel_log = np.zeros((total, n, 3))
-  used = np.zeros((total, n), bool)
-  for t in range(total):
-    command = jp.asarray(schedule[t])
-    action = np.asarray(policy(np.asarray(obs, np.float32)), np.float32)
-    info, targets = stepper.act(keys[1 + 2 * t], info, jp.asarray(action), command)
-    targets = np.asarray(targets)
-    running = alive & (t < steps)
-    if pushes:
-      for i in np.flatnonzero(running & (push_at <= t)):
-        angle = push_rng.uniform(0, 2 * np.pi)
-        magnitude = push_rng.uniform(*push_cfg.magnitude_range)
-        datas[i].qvel[0:2] += magnitude * np.array([np.cos(angle), np.sin(angle)])
-      push_at = np.where(push_at <= t, next_push(np.full(n, t)), push_at)
-    for i in np.flatnonzero(running):
-      datas[i].ctrl[:] = targets[i]
-      mujoco.mj_step(models[i], datas[i], nstep=env.n_substeps)
-    info, obs, readings = stepper.sense(keys[2 + 2 * t], info, model_views, views(), jp.asarray(action))
-    r = jax.tree_util.tree_map(np.asarray, readings)
-    finite = np.array([np.isfinite(d.qpos).all() for d in datas])
-    tipped = -r.gravity[:, 2] < cfg_term.min_up_z
-    fell = running & (tipped | (r.base_height[:, 0] < cfg_term.min_base_height) | ~finite)
-    survival = np.where(fell, (t + 1) * dt, survival)
-    alive &= ~fell
-    ok = running & ~fell
-    xy = np.stack([d.xpos[root, :2] for d in datas])
-    end_xy[running] = xy[running]
-    measured = ok & (t + 1 > settle)
-    if measured.any():
-      x_axis = np.stack([d.xmat[root].reshape(3, 3)[:, 0] for d in datas])
-      yaw = np.arctan2(x_axis[:, 1], x_axis[:, 0])
-      c, s = np.cos(yaw), np.sin(yaw)
-      v = r.global_linvel
-      vel_log[t] = np.stack([c * v[:, 0] + s * v[:, 1], -s * v[:, 0] + c * v[:, 1], r.global_angvel[:, 2]], -1)
-      cmd_log[t] = schedule[t][:, :3]
-      used[t] = measured
-      feet_vel = r.feet_vel.reshape(n, 2, 3)
-      slip = np.sum(np.linalg.norm(feet_vel[:, :, :2], axis=-1) * (r.feet_contacts > 0.5), axis=-1)
-      # The true joint angles (not the encoders', which carry the servo offsets).
-      q = np.stack([d.qpos[a] for d, a in zip(datas, jnt_qpos)])
-      near = (q < jnt_range[:, :, 0] + JOINT_LIMIT_MARGIN) | (q > jnt_range[:, :, 1] - JOINT_LIMIT_MARGIN)
-      w = measured.astype(float)
-      sums["slip"] += w * slip
-      sums["limit"] += w * near.any(axis=-1)
-      limit_by_joint += w[:, None] * near
-      sums["smooth"] += w * np.mean(np.abs(action - last_action), axis=-1)
-      sums["power"] += w * np.sum(np.abs(r.actuator_force * r.joint_vel), axis=-1)
-      counted += w
-    last_action = np.where(ok[:, None], action, last_action)
-  out = []
-  for i, (command, s) in enumerate(episodes):
-    mean = lambda k, i=i: float(sums[k][i] / counted[i]) if counted[i] else float("nan")  # noqa: E731
-    out.append(
-      dict(
-        command=command.name,
-        seed=s,
-        duration_s=command.duration,
-        survival_s=float(survival[i]),
-        fell=bool(not alive[i]),
-        trunk_com_offset_m=[round(float(v), 4) for v in models[i].body_ipos[root] - env.mj_model.body_ipos[root]],
-        cmd=cmd_log[used[:, i], i],
-        vel=vel_log[used[:, i], i],
-        distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
-        foot_slip_mps=mean("slip"),
-        joint_limit_share=mean("limit"),
-        joint_limit_by_joint={
-          name: round(float(limit_by_joint[i, j] / counted[i]), 3)
-          for j, name in enumerate(consts.ACTUATOR_NAMES)
-          if counted[i] and limit_by_joint[i, j]
-        },
-        action_smoothness=mean("smooth"),
-        power_w=mean("power"),
-      )
-    )
-  return out
 
 
 def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
@@ -518,7 +169,9 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command], windo
     entry = {
       "episodes": len(eps),
       "falls": int(sum(e["fell"] for e in eps)),
+      "fall_causes": {c: n for c in player.FALL_CAUSES if (n := sum(e.get("fall_cause") == c for e in eps))},
       "survival_s": _mean([e["survival_s"] for e in eps]),
+      "pushes": int(sum(e.get("pushes", 0) for e in eps)),
       "duration_s": command.duration,
       "commanded": dict(zip(("vx", "vy", "yaw_rate"), _round(np.mean(cmd, axis=0) if len(cmd) else [0.0] * 3))),
       "achieved": dict(zip(("vx", "vy", "yaw_rate"), _round(np.mean(vel, axis=0) if len(vel) else [math.nan] * 3))),
@@ -534,13 +187,25 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command], windo
       "power_w": _mean([e["power_w"] for e in eps]),
     }
     per_command[command.name] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in entry.items()}
-  moving = [c for c in per_command.values() if not math.isnan(c["lin_vel_error_mps"])]
+  pushed = {c.name for c in commands if c.pushes is not None}
+  walk = {name: c for name, c in per_command.items() if name not in pushed}
+  moving = [c for c in walk.values() if not math.isnan(c["lin_vel_error_mps"])]
   headline = {
-    "falls": int(sum(c["falls"] for c in per_command.values())),
-    "episodes": int(sum(c["episodes"] for c in per_command.values())),
+    "falls": int(sum(c["falls"] for c in walk.values())),
+    "episodes": int(sum(c["episodes"] for c in walk.values())),
     "tracking_error_mps": round(_mean([c["lin_vel_error_mps"] for c in moving]), 4),
     "yaw_rate_error_radps": round(_mean([c["yaw_rate_error_radps"] for c in moving]), 4),
   }
+  if pushed:
+    under = [per_command[n] for n in per_command if n in pushed]
+    headline["push_falls"] = int(sum(c["falls"] for c in under))
+    headline["push_episodes"] = int(sum(c["episodes"] for c in under))
+    headline["push_survival_share"] = round(
+      _mean([e["survival_s"] / e["duration_s"] for e in episodes if e["command"] in pushed]), 4
+    )
+  nonfinite = sum(e.get("fall_cause") == "non-finite action" for e in episodes)
+  if nonfinite:
+    headline["non_finite_action_episodes"] = int(nonfinite)
   if "forward_0.1" in per_command:
     headline["vx_at_0.1"] = per_command["forward_0.1"]["achieved"]["vx"]
   # Sideways speed and yaw rate in the commanded direction, both ways averaged.
@@ -551,6 +216,12 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command], windo
     if left in per_command and right in per_command:
       achieved = per_command[left]["achieved"][axis] - per_command[right]["achieved"][axis]
       headline[key] = round(achieved / 2, 4)
+  for key, (left, right) in {"yaw_rate_at_1.0": ("turn_left_1.0", "turn_right_1.0")}.items():
+    if left in per_command and right in per_command:
+      achieved = per_command[left]["achieved"]["yaw_rate"] - per_command[right]["achieved"]["yaw_rate"]
+      headline[key] = round(achieved / 2, 4)
+  if PHASE_BUTTON in per_command:
+    headline["vx_at_0.1_phase_x1.3"] = per_command[PHASE_BUTTON]["achieved"]["vx"]
   if "stand" in per_command:
     headline["stand_drift_mps"] = per_command["stand"]["lin_vel_error_mps"]
   return {"headline": headline, "commands": per_command}
@@ -558,9 +229,6 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command], windo
 
 def _round(values) -> list[float]:
   return [round(float(v), 4) for v in values]
-
-
-_STEPPERS: dict[tuple[str, str, str], _Stepper] = {}
 
 
 def score(
@@ -574,6 +242,8 @@ def score(
   pushes: bool = False,
   overrides: Sequence[tuple[str, str]] = (),
   model_keys: np.ndarray | None = None,
+  source: str = "env",
+  runtime_options: runtime_lib.RuntimeOptions | None = None,
 ) -> dict[str, Any]:
   """Scores an ONNX policy; returns the JSON-able scorecard.
 
@@ -583,53 +253,78 @@ def score(
       for the env's default config.
     seeds: episodes per command.
     clean: no randomization, noise or delays.
-    seed: base seed of the randomized models, noise and delays.
+    seed: base seed of the randomized models, noise, delays and pushes.
     task: scene (default: the policy's own).
-    commands: the suite (default: `suite()`).
-    pushes: the training env's random pushes (`push_config`) on top.
-    model_keys: keys of the randomized models, one per episode (see `play`);
-      default: drawn from `seed`.
+    commands: the suite (default: `suite()` with the training env's pushes entry).
+    pushes: the training env's kicks (`push_config`) on every entry without its own.
     overrides: `(key, value)` changes of the env config (`--set`).
+    model_keys: keys of the randomized models, one per episode, command-major
+      (see `player.play`); default: drawn from `seed`.
+    source: "env" (the env's observation functions) or "runtime" (the robot
+      runtime's loop, `runtime.py`).
+    runtime_options: the runtime loop's settings (`source="runtime"`).
 
   Raises:
-    ScoreError: a policy whose contract does not match the model.
+    ScoreError: a policy whose contract does not match the model, or a
+      history policy with `source="runtime"` (the runtime observes 101 floats).
   """
-  from playground.common import onnx_export
-  from playground.open_duck_mini_v2 import base
-  from playground.open_duck_mini_v2 import constants as consts
-  from playground.open_duck_mini_v2.mujoco_infer import onnx_policy
-  from playground.open_duck_mini_v2.runner import env_class
-
   started = time.monotonic()
-  metadata = onnx_export.read_metadata(policy_path)
+  metadata = policy_io.read_metadata(policy_path)
   task = task or metadata.get("task") or "flat_terrain"
   if task not in consts.TASKS:
     raise ScoreError(f"unknown task '{task}'; valid: {', '.join(consts.TASKS)}")
   ids = base.RobotIndices.from_model(base.load_model(task))
   ctrl_dt = float((env_config or {}).get("ctrl_dt", base.base_config().ctrl_dt))
-  check_contract(metadata, ids, ctrl_dt)
-  config = score_config(metadata, env_config, clean, overrides)
-  cache_key = (metadata["env"], task, json.dumps(config.to_dict(), sort_keys=True, default=str))
-  if cache_key not in _STEPPERS:
-    _STEPPERS[cache_key] = _Stepper(env_class(metadata["env"])(task=task, config=config))
-  commands = tuple(commands or suite())
-  session = onnx_policy(policy_path, batched=True)
-  episodes = play(session, _STEPPERS[cache_key], config, commands, seeds, seed, pushes, model_keys)
-  dt = _STEPPERS[cache_key].env.dt
-  card = summarize(episodes, commands, window=max(1, int(round(TRACKING_WINDOW_S / dt))))
+  policy_io.check_contract(metadata, ids.home_ctrl, ctrl_dt)
+  if source not in player.SOURCES:
+    raise ScoreError(f"unknown observation source '{source}'; valid: {', '.join(player.SOURCES)}")
+  if source == "runtime" and int(metadata.get("observation_history", 0) or 0):
+    raise ScoreError(
+      "the Open Duck runtime observes 101 floats; this policy observes a history (score it without --runtime)"
+    )
+  on = not clean
+  config = policy_io.play_config(metadata, env_config, noise=on, delays=on, randomization=on, overrides=overrides)
+  training_pushes = Pushes.of_config(config.push_config)
+  commands = tuple(commands or suite(training_pushes))
+  if pushes:
+    commands = tuple(c if c.pushes else dataclasses.replace(c, pushes=training_pushes) for c in commands)
+  episodes = [(c, s) for c in commands for s in range(seeds)]
+  played = player.play(
+    policy_io.onnx_policy(policy_path, batched=True),
+    metadata["env"],
+    task,
+    config,
+    metadata,
+    episodes,
+    seed,
+    source,
+    runtime_options,
+    model_keys,
+  )
+  card = summarize(played, commands, window=max(1, int(round(TRACKING_WINDOW_S / ctrl_dt))))
   # Which randomized model each episode ran on, to tell what makes a policy fall.
   card["episodes"] = [
-    {k: e[k] for k in ("command", "seed", "fell", "survival_s", "trunk_com_offset_m")} for e in episodes
+    {k: e[k] for k in ("command", "seed", "fell", "fall_cause", "survival_s", "trunk_com_offset_m")} for e in played
   ]
   card["policy"] = str(policy_path)
   card["env"], card["task"] = metadata["env"], task
   card["training_step"] = metadata.get("training_step")
   card["seeds"] = seeds
+  card["source"] = source
   card["conditions"] = (
     "clean: no randomization, noise or delays"
     if clean
     else "training domain randomization, sensor noise and action/IMU delays"
-  ) + ("; training pushes" if pushes else "; no pushes")
+  ) + ("; training pushes on every entry" if pushes else "")
+  if source == "runtime":
+    opts = runtime_options or runtime_lib.RuntimeOptions()
+    card["runtime_options"] = {k: v for k, v in vars(opts).items()}
+    card["conditions"] += f"; observed as the Open Duck runtime does ({opts.hold_s:g} s hold, phase from (0, 0)"
+    if opts.max_motor_velocity:
+      card["conditions"] += f", targets clipped to {opts.max_motor_velocity:g} rad/s"
+    if opts.cutoff_frequency:
+      card["conditions"] += f", {opts.cutoff_frequency:g} Hz low-pass"
+    card["conditions"] += ")"
   margin = float(((env_config or {}).get("domain_randomization") or {}).get("com_offset_margin", 0.0))
   if margin and not clean and not config.domain_randomization.com_offset_margin:
     card["conditions"] += (
@@ -651,14 +346,14 @@ def score(
 def table(card: dict[str, Any]) -> str:
   """The scorecard as a fixed-width text table with the headline line."""
   header = (
-    f"{'command':<15}{'falls':>6}{'surv s':>8}{'cmd vx':>8}{'vx':>8}{'cmd vy':>8}{'vy':>8}"
+    f"{'command':<26}{'falls':>6}{'surv s':>8}{'cmd vx':>8}{'vx':>8}{'cmd vy':>8}{'vy':>8}"
     f"{'cmd wz':>8}{'wz':>8}{'v err':>7}{'wz err':>7}{'dist m':>7}{'slip':>6}{'limit':>6}{'|da|':>6}{'W':>6}"
   )
   lines = [header]
   for name, c in card["commands"].items():
     cm, ac = c["commanded"], c["achieved"]
     lines.append(
-      f"{name:<15}{c['falls']:>3}/{c['episodes']:<2}{c['survival_s']:>8.1f}{cm['vx']:>8.3f}{ac['vx']:>8.3f}"
+      f"{name:<26}{c['falls']:>3}/{c['episodes']:<2}{c['survival_s']:>8.1f}{cm['vx']:>8.3f}{ac['vx']:>8.3f}"
       f"{cm['vy']:>8.3f}{ac['vy']:>8.3f}{cm['yaw_rate']:>8.2f}{ac['yaw_rate']:>8.2f}"
       f"{c['lin_vel_error_mps']:>7.3f}{c['yaw_rate_error_radps']:>7.2f}{c['distance_m']:>7.2f}"
       f"{c['foot_slip_mps']:>6.3f}{c['joint_limit_share']:>6.2f}{c['action_smoothness']:>6.3f}{c['power_w']:>6.2f}"
@@ -670,6 +365,13 @@ def table(card: dict[str, Any]) -> str:
   ]
   if held:
     lines.append("joints at a range end for at least a quarter of the time: " + "; ".join(held))
+  causes = [
+    f"{name} ({', '.join(f'{n} {cause}' for cause, n in c['fall_causes'].items())})"
+    for name, c in card["commands"].items()
+    if c.get("fall_causes")
+  ]
+  if causes:
+    lines.append("why episodes ended early: " + "; ".join(causes))
   lines.append(headline_line(card))
   return "\n".join(lines)
 
@@ -688,7 +390,14 @@ def headline_line(card: dict[str, Any]) -> str:
     parts.append(f"sideways at 0.1 m/s command {h['vy_at_0.1']:.3f} m/s")
   if "yaw_rate_at_0.5" in h:
     parts.append(f"yaw rate at 0.5 rad/s command {h['yaw_rate_at_0.5']:.2f} rad/s")
-  return "score: " + ", ".join(parts)
+  if "push_falls" in h:
+    parts.append(
+      f"pushed: falls {h['push_falls']}/{h['push_episodes']}, survival {100 * h['push_survival_share']:.0f}%"
+    )
+  if h.get("non_finite_action_episodes"):
+    parts.append(f"NON-FINITE ACTIONS in {h['non_finite_action_episodes']} episodes")
+  prefix = "score (runtime loop): " if card.get("source") == "runtime" else "score: "
+  return prefix + ", ".join(parts)
 
 
 def plot(card: dict[str, Any], path: str | Path) -> Path:
@@ -751,12 +460,19 @@ def rank(headline: dict[str, Any]) -> tuple[float, ...]:
 
   A policy that walks on command (`walks_on_command`) ranks above one that
   does not, whatever their falls: a duck that stands still falls less and
-  has not learned the task. Then the share of falls, then the velocity and
-  yaw-rate tracking errors.
+  has not learned the task. Then the share of falls without pushes, the
+  share of falls under pushes, then the velocity and yaw-rate tracking errors.
   """
   share = headline["falls"] / max(int(headline["episodes"]), 1)
+  pushed = headline.get("push_falls", 0) / max(int(headline.get("push_episodes", 0)), 1)
   walks = walks_on_command(headline)
-  return (0.0 if walks else 1.0, share, float(headline["tracking_error_mps"]), float(headline["yaw_rate_error_radps"]))
+  return (
+    0.0 if walks else 1.0,
+    share,
+    pushed,
+    float(headline["tracking_error_mps"]),
+    float(headline["yaw_rate_error_radps"]),
+  )
 
 
 def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any]) -> bool:
@@ -767,8 +483,6 @@ def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any]) -> bool:
   none is recorded; a tie keeps the earlier one. The copy survives checkpoint
   pruning (`keep_last`). Returns True when the best changed.
   """
-  from playground.common import run_dirs
-
   run_dir, step_dir = Path(run_dir), Path(step_dir)
   best_score = run_dir / BEST_SCORE
   if best_score.is_file():
@@ -778,67 +492,107 @@ def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any]) -> bool:
         return False
     except (ValueError, KeyError, TypeError):
       logger.warning("%s is unreadable; replacing it", best_score)
-  run_dirs.write_atomic(run_dir / BEST_POLICY, (step_dir / "policy.onnx").read_bytes())
+  run_dirs.write_atomic(run_dir / BEST_POLICY, (step_dir / policy_io.POLICY_FILE).read_bytes())
   run_dirs.write_atomic(best_score, (json.dumps(dict(card, checkpoint=step_dir.name), indent=2) + "\n").encode())
   return True
 
 
-def tensorboard_scalars(card: dict[str, Any]) -> dict[str, float]:
-  """The headline as `score/*` scalars."""
+def tensorboard_scalars(card: dict[str, Any], prefix: str = "score/") -> dict[str, float]:
+  """The headline as `score/*` scalars (`score/runtime_*` for a runtime-loop card: `prefix`)."""
   h = card["headline"]
   out = {
-    "score/falls": float(h["falls"]),
-    "score/fall_share": float(h["falls"]) / max(h["episodes"], 1),
-    "score/tracking_error_mps": float(h["tracking_error_mps"]),
-    "score/yaw_rate_error_radps": float(h["yaw_rate_error_radps"]),
+    f"{prefix}falls": float(h["falls"]),
+    f"{prefix}fall_share": float(h["falls"]) / max(h["episodes"], 1),
+    f"{prefix}tracking_error_mps": float(h["tracking_error_mps"]),
+    f"{prefix}yaw_rate_error_radps": float(h["yaw_rate_error_radps"]),
   }
-  for key in ("vx_at_0.1", "vy_at_0.1", "yaw_rate_at_0.5", "stand_drift_mps"):
+  if "push_falls" in h:
+    out[f"{prefix}push_fall_share"] = float(h["push_falls"]) / max(h["push_episodes"], 1)
+    out[f"{prefix}push_survival_share"] = float(h["push_survival_share"])
+  for key in (
+    "vx_at_0.1",
+    "vy_at_0.1",
+    "yaw_rate_at_0.5",
+    "yaw_rate_at_1.0",
+    "vx_at_0.1_phase_x1.3",
+    "stand_drift_mps",
+  ):
     if key in h:
-      out[f"score/{key}"] = float(h[key])
+      out[f"{prefix}{key}"] = float(h[key])
+  out[f"{prefix}non_finite_action_episodes"] = float(h.get("non_finite_action_episodes", 0))
   return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
   """Command-line entry point."""
-  from playground.common import config as config_lib
-
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
   logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
   parser = argparse.ArgumentParser(description="Score an Open Duck Mini V2 policy on a fixed command suite.")
   parser.add_argument("path", help="run directory (latest checkpoint), checkpoint directory, or .onnx file")
   parser.add_argument("--seeds", type=int, default=3, help="episodes per command (default 3)")
-  parser.add_argument("--seed", type=int, default=0, help="base seed of randomization, noise and delays")
+  parser.add_argument("--seed", type=int, default=0, help="base seed of randomization, noise, delays and pushes")
   parser.add_argument("--clean", action="store_true", help="no domain randomization, sensor noise or delays")
-  parser.add_argument("--pushes", action="store_true", help="add the training env's random pushes")
+  parser.add_argument("--pushes", action="store_true", help="add the training env's kicks to every entry")
+  parser.add_argument(
+    "--runtime",
+    action="store_true",
+    help="observe as the Open Duck robot runtime does (2 s hold, phase from (0, 0)), not with the env's functions",
+  )
+  parser.add_argument(
+    "--clip_motor_velocity",
+    action="store_true",
+    help="with --runtime: clip each target's change to the policy's max_motor_velocity per step (runtime option)",
+  )
+  parser.add_argument(
+    "--cutoff_frequency", type=float, help="with --runtime: the runtime's low-pass filter on the targets (Hz)"
+  )
   parser.add_argument("--task", help="scene (default: the policy's own)")
   config_lib.add_override_argument(
     parser, help="change the run's env config before playing, e.g. domain_randomization.com_offset=0.05 (repeatable)"
   )
   parser.add_argument("--output", help="directory for score.json and score.png (default: next to the policy)")
   args = parser.parse_args(argv)
-  from playground.common import checkpointing
-  from playground.common import onnx_export
   from playground.common.runner import setup_compilation_cache
 
   setup_compilation_cache(None)
   try:
     if args.seeds < 1:
       raise ScoreError(f"--seeds must be at least 1, got {args.seeds}")
+    if (args.clip_motor_velocity or args.cutoff_frequency is not None) and not args.runtime:
+      raise ScoreError("--clip_motor_velocity and --cutoff_frequency are options of the runtime loop: add --runtime")
+    if args.cutoff_frequency is not None and not args.cutoff_frequency > 0:
+      raise ScoreError(f"--cutoff_frequency must be a positive frequency in Hz, got {args.cutoff_frequency}")
     overrides = config_lib.parse_overrides(args.overrides)
-    policy_path, env_config, out_dir = resolve_policy(args.path)
+    policy_path, env_config, out_dir = policy_io.resolve_policy(args.path)
+    options = None
+    if args.runtime:
+      metadata = policy_io.read_metadata(policy_path)
+      options = runtime_lib.RuntimeOptions(
+        max_motor_velocity=float(metadata.get("max_motor_velocity", 5.24)) if args.clip_motor_velocity else None,
+        cutoff_frequency=args.cutoff_frequency,
+      )
     card = score(
-      policy_path, env_config, args.seeds, args.clean, args.seed, args.task, pushes=args.pushes, overrides=overrides
+      policy_path,
+      env_config,
+      args.seeds,
+      args.clean,
+      args.seed,
+      args.task,
+      pushes=args.pushes,
+      overrides=overrides,
+      source="runtime" if args.runtime else "env",
+      runtime_options=options,
     )
   except (ScoreError, checkpointing.CheckpointError, onnx_export.ExportError, config_lib.ConfigError) as e:
     sys.stderr.write(f"error: {e}\n")
     return 2
-  except Exception as e:  # noqa: BLE001 - an unreadable file is one line, not a traceback
-    if "onnx" in type(e).__module__ or "protobuf" in str(type(e)).lower() or "DecodeError" in type(e).__name__:
-      sys.stderr.write(f"error: {args.path} is not a readable ONNX policy: {str(e).splitlines()[0][:200]}\n")
-      return 2
-    raise
   # Other conditions than the training ones never overwrite the run's own score.json.
-  conditions = (("_clean", args.clean), ("_pushes", args.pushes), ("_set", bool(overrides)))
+  conditions = (
+    ("_runtime", args.runtime),
+    ("_clean", args.clean),
+    ("_pushes", args.pushes),
+    ("_set", bool(overrides)),
+  )
   stem = ("score" if Path(args.path).is_dir() else f"{policy_path.stem}_score") + "".join(
     suffix for suffix, on in conditions if on
   )

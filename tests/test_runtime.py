@@ -1,0 +1,114 @@
+"""The robot runtime's loop (runtime.py) against the training env's observation code.
+
+Two independent implementations of one contract: on the same simulated
+states they must build the same observation, slot by slot, except where the
+runtime differs on purpose (its first frame's phase).
+"""
+
+import jax
+import mujoco
+import numpy as np
+import pytest
+
+from playground.open_duck_mini_v2 import base
+from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2 import runtime
+from playground.open_duck_mini_v2.envs import env_class
+
+SLOTS = obs_lib.STATE_LAYOUT.slices
+
+
+def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame():
+  config = base.without_disturbances(env_class("joystick").default_config())  # no noise, delays or randomization
+  env = env_class("joystick")(task="flat_terrain", config=config)
+  model, ids = env.mj_model, env.ids
+  data = mujoco.MjData(model)
+  mujoco.mj_resetDataKeyframe(model, data, model.key("home").id)
+  command = np.array([0.1, 0.0, 0.3, 0.2, -0.1, 0.3, 0.05], np.float32)
+  period = 1.0 / (env.gait_frequency * env.dt)
+  loop = runtime.RuntimeLoop(1, ids.home_ctrl, config.action_scale, period, env.dt)
+  hardware = runtime.Hardware(
+    model, [model], config.noise_config, config.delay, config.max_motor_velocity, env.dt, np.random.default_rng(0)
+  )
+  # The runtime's 2 s hold at the home pose; the env then starts from the same state.
+  data.ctrl[:] = hardware.hold(ids.home_ctrl[None])[0]
+  mujoco.mj_step(model, data, nstep=100 * env.n_substeps)
+  read = jax.jit(lambda view: base.read(ids, model, view))
+  observe, apply, advance = jax.jit(env.observe), jax.jit(env.apply_action), jax.jit(env.advance)
+  key = jax.random.PRNGKey(0)
+  readings = read(base.DataView.from_mjdata(data))
+  info = dict(env.initial_info(key, readings), command=command)
+  env_obs, info = observe(readings, info, key)
+  rt_obs = loop.observe(commands=command[None], **hardware.sense([data]))[0]
+  env_slots, rt_slots = obs_lib.STATE_LAYOUT.split(np.asarray(env_obs["state"])), obs_lib.STATE_LAYOUT.split(rt_obs)
+  # The first frame: the runtime's phase is (0, 0), the env's (1, 0) (phase 0); every other slot agrees.
+  np.testing.assert_array_equal(rt_slots["phase"], [0.0, 0.0])
+  np.testing.assert_allclose(env_slots["phase"], [1.0, 0.0], atol=1e-7)
+  for name in obs_lib.STATE_LAYOUT.names:
+    if name != "phase":
+      np.testing.assert_allclose(rt_slots[name], env_slots[name], atol=2e-5, err_msg=f"first frame, {name}")
+  rng = np.random.default_rng(1)
+  for t in range(1, 60):
+    action = np.clip(0.3 * np.sin(t / 5.0 + np.arange(14)) + 0.05 * rng.standard_normal(14), -1, 1).astype(np.float32)
+    info = apply(info, action, key)
+    sent = loop.act(action[None], command[None])[0]
+    ctrl = hardware.drive(sent[None])[0]
+    # What the runtime sends is what the env observes; the servos get the same control.
+    np.testing.assert_allclose(sent, np.asarray(info["commanded_targets"]), atol=2e-6)
+    np.testing.assert_allclose(ctrl, np.asarray(info["motor_targets"]), atol=2e-6)
+    data.ctrl[:] = ctrl
+    mujoco.mj_step(model, data, nstep=env.n_substeps)
+    readings = read(base.DataView.from_mjdata(data))
+    info, _ = advance(info, readings, action)
+    env_obs, info = observe(readings, info, key)
+    rt_obs = loop.observe(commands=command[None], **hardware.sense([data]))[0]
+    # From the second frame on the two agree in every slot, the phase included:
+    # the runtime's phase index after t steps is t, the env's phase t steps of
+    # 2 pi f dt (no offset between them).
+    for name in obs_lib.STATE_LAYOUT.names:
+      np.testing.assert_allclose(
+        rt_obs[SLOTS[name]], np.asarray(env_obs["state"])[SLOTS[name]], atol=5e-5, err_msg=f"step {t}, {name}"
+      )
+
+
+def test_the_runtime_loop_advances_its_phase_as_the_robot_does():
+  loop = runtime.RuntimeLoop(2, np.zeros(14), 0.25, 27.0, 0.02, phase_factor=np.array([1.0, runtime.PHASE_BUTTON_FACTOR]))
+  zeros = dict(
+    gyro=np.zeros((2, 3)),
+    accelerometer=np.zeros((2, 3)),
+    commands=np.zeros((2, 7)),
+    dof_pos=np.zeros((2, 14)),
+    dof_vel=np.zeros((2, 14)),
+    feet_contacts=np.ones((2, 2)),
+  )
+  phases = [loop.observe(**zeros)[:, SLOTS["phase"]] for _ in range(30)]
+  np.testing.assert_array_equal(phases[0], 0.0)  # (0, 0) before the first advance
+  angle = 2 * np.pi * np.array([1.0, 1.3]) * 4 / 27  # the fifth frame: 4 advances
+  np.testing.assert_allclose(phases[4], np.stack([np.cos(angle), np.sin(angle)], 1), atol=1e-6)
+  np.testing.assert_allclose(phases[28][0], phases[1][0], atol=1e-6)  # 27 steps per period
+  # Targets: home + scale * action, then the head command in place (observed next).
+  commands = np.zeros((2, 7))
+  commands[:, 3:] = [0.1, 0.2, 0.3, 0.4]
+  sent = loop.act(np.ones((2, 14)), commands)
+  head = [5, 6, 7, 8]
+  np.testing.assert_allclose(sent[:, head], 0.25 + commands[:, 3:])
+  np.testing.assert_allclose(np.delete(sent, head, axis=1), 0.25)
+  obs = loop.observe(**dict(zeros, commands=commands))
+  np.testing.assert_allclose(obs[:, SLOTS["motor_targets"]], sent)
+  np.testing.assert_allclose(obs[:, SLOTS["last_actions"]][:, :14], 1.0)
+
+
+@pytest.mark.parametrize("cutoff, clip", [(None, None), (10.0, None), (None, 1.0)])
+def test_the_runtime_options_filter_and_clip_the_targets(cutoff, clip):
+  options = runtime.RuntimeOptions(cutoff_frequency=cutoff, max_motor_velocity=clip, filter_after_s=0.1)
+  loop = runtime.RuntimeLoop(1, np.zeros(14), 1.0, 27.0, 0.02, options)
+  sent = np.array([loop.act(np.ones((1, 14)), np.zeros((1, 7)))[0, 0] for _ in range(20)])
+  if cutoff is None and clip is None:
+    np.testing.assert_array_equal(sent, 1.0)
+  elif cutoff:
+    alpha = (1 / 10.0) / (0.02 + 1 / 10.0)
+    expected = 1.0 - alpha ** np.arange(1, 21)  # the filter's state from 0; used after 0.1 s
+    np.testing.assert_allclose(sent[6:], expected[6:], atol=1e-9)
+    np.testing.assert_array_equal(sent[:5], 1.0)
+  else:
+    np.testing.assert_allclose(sent, np.minimum(0.02 * np.arange(1, 21), 1.0), atol=1e-12)
