@@ -58,3 +58,37 @@ def assert_trees_equal(a, b):
   assert tree_a == tree_b
   for x, y in zip(leaves_a, leaves_b):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def write_policy(path, metadata_changes=None, bias=None, history=0):
+  """An Open Duck policy file whose action is tanh(bias) whatever it observes (zero: the home pose).
+
+  A 2-layer network with zero weights, the joystick env's real metadata
+  (changed by `metadata_changes`); with `history`, it observes that many
+  earlier frames (`observation_history`).
+  """
+  import numpy as np
+
+  from playground.common import export
+  from playground.common import onnx_export
+  from playground.open_duck_mini_v2 import observations as obs_lib
+  from playground.open_duck_mini_v2.envs import env_class
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+
+  config = env_class("joystick").default_config()
+  config.observation_history = history
+  size = obs_lib.state_layout(history).size
+  meta = export.policy_metadata(OpenDuckMiniV2Runner, "joystick", "flat_terrain", config, 0, "state")
+  meta.update(metadata_changes or {})
+  out_bias = np.zeros(28, np.float32)
+  if bias is not None:
+    out_bias[:14] = bias
+  params = {
+    "params": {
+      "hidden_0": {"kernel": np.zeros((size, 8), np.float32), "bias": np.zeros(8, np.float32)},
+      "hidden_1": {"kernel": np.zeros((8, 28), np.float32), "bias": out_bias},
+    }
+  }
+  model = onnx_export.build_model(np.zeros(size), np.ones(size), params, 14, "swish", meta)
+  path.write_bytes(model.SerializeToString())
+  return path

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from helpers import PLAYBACK
 from helpers import run_cli
+from helpers import write_policy
 from mujoco import mjx
-from test_score import write_policy
 
 from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import mujoco_infer

@@ -83,7 +83,7 @@ def test_missing_names_are_clear_errors():
 
 def test_the_scorecard_can_play_the_models_a_run_trained_on(tmp_path):
   import jax.numpy as jp
-  from test_score import write_policy
+  from helpers import write_policy
 
   from playground.common import training_env
   from playground.open_duck_mini_v2 import score

@@ -5,14 +5,21 @@ states they must build the same observation, slot by slot, except where the
 runtime differs on purpose (its first frame's phase).
 """
 
+import dataclasses
+from pathlib import Path
+
 import jax
 import mujoco
 import numpy as np
 import pytest
 
+from playground.common import onnx_export
 from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2 import player
+from playground.open_duck_mini_v2 import policy_io
 from playground.open_duck_mini_v2 import runtime
+from playground.open_duck_mini_v2 import score
 from playground.open_duck_mini_v2.envs import env_class
 
 SLOTS = obs_lib.STATE_LAYOUT.slices
@@ -72,7 +79,9 @@ def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame()
 
 
 def test_the_runtime_loop_advances_its_phase_as_the_robot_does():
-  loop = runtime.RuntimeLoop(2, np.zeros(14), 0.25, 27.0, 0.02, phase_factor=np.array([1.0, runtime.PHASE_BUTTON_FACTOR]))
+  loop = runtime.RuntimeLoop(
+    2, np.zeros(14), 0.25, 27.0, 0.02, phase_factor=np.array([1.0, runtime.PHASE_BUTTON_FACTOR])
+  )
   zeros = dict(
     gyro=np.zeros((2, 3)),
     accelerometer=np.zeros((2, 3)),
@@ -112,3 +121,38 @@ def test_the_runtime_options_filter_and_clip_the_targets(cutoff, clip):
     np.testing.assert_array_equal(sent[:5], 1.0)
   else:
     np.testing.assert_allclose(sent, np.minimum(0.02 * np.arange(1, 21), 1.0), atol=1e-12)
+
+
+#: A trained policy (the cpu preset's recipe; see fixtures/walker/config.json)
+#: and its run's env config, as a run directory holds them.
+WALKER = Path(__file__).parent / "fixtures" / "walker" / "policy.onnx"
+
+
+def _suite(*names, duration=None):
+  commands = [c for c in score.suite() if c.name in names]
+  return tuple(dataclasses.replace(c, duration=duration) if duration else c for c in commands)
+
+
+def test_a_trained_policy_played_the_runtime_way_survives_its_first_second():
+  policy, env_config, _ = policy_io.resolve_policy(WALKER)
+  assert env_config is not None  # the run's config next to the file
+  first = runtime.first_frames(
+    base.load_model("flat_terrain"), policy_io.read_metadata(policy)["home_pose"], np.zeros((1, 7))
+  )
+  assert np.all(np.isfinite(onnx_export.run_onnx(policy, first)))  # the runtime's first frame
+  commands = _suite("stand", "forward_0.1", "turn_left_0.5", duration=1.5)
+  card = score.score(policy, env_config, seeds=4, commands=commands, source="runtime")
+  assert card["source"] == "runtime" and card["headline"]["falls"] == 0, score.table(card)
+  assert all(e["survival_s"] == pytest.approx(1.5) for e in card["episodes"])
+
+
+def test_runtime_and_env_headlines_agree_on_a_trained_policy():
+  """The same policy scored through both observation sources: the same card within its sampling noise."""
+  policy, env_config, _ = policy_io.resolve_policy(WALKER)
+  commands = _suite("stand", "forward_0.1", "turn_left_0.5", "turn_right_0.5")
+  cards = {src: score.score(policy, env_config, seeds=4, commands=commands, source=src) for src in player.SOURCES}
+  env, rt = cards["env"]["headline"], cards["runtime"]["headline"]
+  assert env["falls"] == rt["falls"] == 0, (score.table(cards["env"]), score.table(cards["runtime"]))
+  assert abs(env["vx_at_0.1"] - rt["vx_at_0.1"]) < 0.015
+  assert abs(env["yaw_rate_at_0.5"] - rt["yaw_rate_at_0.5"]) < 0.06
+  assert abs(env["tracking_error_mps"] - rt["tracking_error_mps"]) < 0.015

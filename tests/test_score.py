@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from helpers import REPO_ROOT
 from helpers import run_cli
+from helpers import write_policy
 
 from playground.common import config as config_lib
-from playground.common import export
 from playground.common import onnx_export
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2 import joystick
@@ -17,7 +17,6 @@ from playground.open_duck_mini_v2 import player
 from playground.open_duck_mini_v2 import policy_io
 from playground.open_duck_mini_v2 import score
 from playground.open_duck_mini_v2.envs import env_class
-from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
 SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
 #: Entries of the default suite, and those without pushes (the headline's falls).
@@ -29,30 +28,6 @@ def score_config(metadata, env_config, clean, overrides=()):
   """The scorecard's play config: the training disturbances unless `clean`."""
   on = not clean
   return policy_io.play_config(metadata, env_config, noise=on, delays=on, randomization=on, overrides=overrides)
-
-
-def write_policy(path, metadata_changes=None, bias=None, history=0):
-  """A 2-layer policy whose action is tanh(bias) whatever it observes (zero: home pose).
-
-  With `history`, it observes that many earlier frames (`observation_history`).
-  """
-  config = env_class("joystick").default_config()
-  config.observation_history = history
-  size = obs_lib.state_layout(history).size
-  meta = export.policy_metadata(OpenDuckMiniV2Runner, "joystick", "flat_terrain", config, 0, "state")
-  meta.update(metadata_changes or {})
-  out_bias = np.zeros(28, np.float32)
-  if bias is not None:
-    out_bias[:14] = bias
-  params = {
-    "params": {
-      "hidden_0": {"kernel": np.zeros((size, 8), np.float32), "bias": np.zeros(8, np.float32)},
-      "hidden_1": {"kernel": np.zeros((8, 28), np.float32), "bias": out_bias},
-    }
-  }
-  model = onnx_export.build_model(np.zeros(size), np.ones(size), params, 14, "swish", meta)
-  path.write_bytes(model.SerializeToString())
-  return path
 
 
 @pytest.fixture(scope="module")
