@@ -23,9 +23,9 @@ def run(task: str, num_envs: int, steps: int) -> dict:
   import mujoco
   from mujoco import rollout
 
-  from playground.open_duck_mini_v2 import base
+  from playground.open_duck_mini_v2 import robot_model
 
-  model = base.load_model(task)
+  model = robot_model.load_model(task)
   data = mujoco.MjData(model)
   mujoco.mj_resetDataKeyframe(model, data, model.key("home").id)
   spec = mujoco.mjtState.mjSTATE_FULLPHYSICS

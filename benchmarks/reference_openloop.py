@@ -44,11 +44,11 @@ def play(table, robust: bool, envs: int, seconds: float, seed: int = 0) -> list[
   import jax.numpy as jp
   import numpy as np
 
-  from playground.open_duck_mini_v2 import base
   from playground.open_duck_mini_v2 import joystick
+  from playground.open_duck_mini_v2 import shared_config
   from playground.open_duck_mini_v2.references import FRAME_LAYOUT
 
-  cfg = base.without_disturbances(joystick.default_config(), noise=robust, delays=robust, randomization=robust)
+  cfg = shared_config.without_disturbances(joystick.default_config(), noise=robust, delays=robust, randomization=robust)
   cfg.reward_config.scales.imitation = 0.0  # the table is played here, not rewarded
   cfg.command_config.resample_interval = (1e6, 1e6)
   env = joystick.Joystick(config=cfg)

@@ -4,8 +4,8 @@ import jax
 import numpy as np
 import pytest
 
-from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import joystick
+from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.observations import STATE_LAYOUT
 
 #: Agreement after one control step (10 physics steps) from the same state.
@@ -29,7 +29,7 @@ TOLERANCE = {
 
 def _env(impl):
   # (domain randomization is applied by a VecEnv, not by the env itself)
-  config = base.without_disturbances(joystick.default_config(), randomization=True)
+  config = shared_config.without_disturbances(joystick.default_config(), randomization=True)
   config.impl = impl
   config.naconmax_per_env = 64
   return joystick.Joystick("flat_terrain", config)

@@ -15,10 +15,11 @@ from helpers import REPO_ROOT
 from helpers import run_cli
 from tensorboardX import SummaryWriter
 
+from playground.common import compat
 from playground.common import config as config_lib
 from playground.common import distributed
+from playground.common import resume
 from playground.common import run_dirs
-from playground.common import run_record
 from playground.common.config import ConfigError
 from playground.common.runner import RunArgs
 from playground.common.runner import RunError
@@ -29,6 +30,7 @@ from playground.open_duck_mini_v2 import runner as runner_module
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
 
+@pytest.mark.slow
 def test_smoke_run_logs_tensorboard_scalars(smoke_run):
   run_dir, _ = smoke_run
   scalars = read_scalars(run_dir)
@@ -53,6 +55,7 @@ def test_smoke_run_logs_tensorboard_scalars(smoke_run):
   assert all(v > 0 for _, v in scalars["perf/sps"])
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_a_loadable_orbax_checkpoint_and_config(smoke_run):
   run_dir, _ = smoke_run
   step_dir = run_dir / "000000002560"
@@ -80,7 +83,7 @@ def test_smoke_run_writes_a_loadable_orbax_checkpoint_and_config(smoke_run):
   [
     (["--env", "walk"], "valid choices: joystick, standing"),
     (["--task", "moon"], "valid choices: flat_terrain, rough_terrain"),
-    (["--preset", "huge"], "valid choices: full, quick, cpu, smoke"),
+    (["--preset", "huge"], "valid choices: full, cpu, quick, smoke"),
     (["--set", "reward_config.scales.alve=10"], "did you mean 'reward_config.scales.alive'"),
     (["--set", "ppo.learnin_rate=1"], "did you mean 'ppo.learning_rate'"),
     (["--set", "reward_config.scales.alive=lots"], "expected a number"),
@@ -102,6 +105,7 @@ def test_bad_input_is_one_clear_line_and_touches_nothing(tmp_path, args, expecte
   assert not (tmp_path / "runs").exists()
 
 
+@pytest.mark.slow
 def test_training_runs_on_the_warp_backend(tmp_path):
   """The whole training loop (rollout, PPO, eval, checkpoint, ONNX) on MuJoCo Warp."""
   result = run_cli(
@@ -272,15 +276,13 @@ def test_resume_takes_the_flags_from_the_record(tmp_path):
       explicit=frozenset({"output_dir", "exp_name", "resume", "num_timesteps", "env", "num_envs"}),
     )
   )
-  run_record.apply_record(runner)
+  resume.apply_record(runner)
   a = runner.args
   assert (a.preset, a.seed, a.num_envs, tuple(a.overrides)) == ("smoke", 7, 16, ("ppo.learning_rate=0.01",))
   assert (a.num_timesteps, a.eval_every, a.cpu_devices) == (5120, 640, "auto")
   assert a.extra == {"reference": None, "allow_pickle": False}
   assert runner.resolve_config().ppo_config.learning_rate == 0.01
-  assert run_record.resume_command(tmp_path / "my run").endswith(
-    f"--output_dir {tmp_path} --exp_name 'my run' --resume"
-  )
+  assert resume.resume_command(tmp_path / "my run").endswith(f"--output_dir {tmp_path} --exp_name 'my run' --resume")
 
 
 def test_resume_keeps_the_recorded_config_when_presets_change(tmp_path):
@@ -303,7 +305,7 @@ def test_resume_keeps_the_recorded_config_when_presets_change(tmp_path):
     explicit = frozenset({"output_dir", "exp_name", "resume", "env", *flags})
     args = RunArgs(env="joystick", task="flat_terrain", output_dir=str(tmp_path), exp_name="run", resume=True)
     runner = OpenDuckMiniV2Runner(dataclasses.replace(args, explicit=explicit, **flags))
-    run_record.apply_record(runner)
+    resume.apply_record(runner)
     return runner.resolve_config()
 
   cfg = resumed(num_timesteps=5120)
@@ -355,7 +357,7 @@ def test_restore_mode_all_refuses_a_checkpoint_of_another_seed(tmp_path):
 
   def check(saved, **flags):
     runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke", seed=1, **flags))
-    run_record.check_compat(saved, run_record.config_fingerprint(runner, runner.resolve_config()), runner.args)
+    compat.check_compat(saved, compat.config_fingerprint(runner, runner.resolve_config()), runner.args)
 
   with pytest.raises(RunError, match="seed is 0 in the checkpoint but 1"):
     check({"seed": 0})
@@ -406,7 +408,7 @@ def test_presets_train_the_joystick_policy_as_a_residual_around_the_reference_ga
   assert feedforward("standing", "cpu") is None
 
 
-def test_cpu_preset_narrows_the_trunk_com_offset_and_full_keeps_the_robot_level():
+def test_walking_presets_narrow_the_trunk_com_offset_and_quick_keeps_the_robot_level():
   def com(env, preset, *overrides, key="com_offset"):
     args = RunArgs(env=env, task="flat_terrain", preset=preset, overrides=list(overrides))
     return OpenDuckMiniV2Runner(args).resolve_config().env_config.domain_randomization[key]
@@ -414,13 +416,15 @@ def test_cpu_preset_narrows_the_trunk_com_offset_and_full_keeps_the_robot_level(
   assert com("joystick", "cpu") == pytest.approx(0.03)
   assert com("standing", "cpu") == pytest.approx(0.03)
   assert com("joystick", "cpu", "domain_randomization.com_offset=0.05") == pytest.approx(0.05)
-  for preset in ("full", "quick"):
+  for preset in ("cpu", "full"):  # full is the cpu recipe at GPU scale
+    assert com("joystick", preset) == pytest.approx(0.03)
+    assert com("joystick", preset, key="com_offset_margin") == pytest.approx(0.005)  # trains at +-3.5 cm
+  for preset in ("quick", "smoke"):
     assert com("joystick", preset) == pytest.approx(0.05)
     assert com("joystick", preset, key="com_offset_margin") == 0.0
-  assert com("joystick", "cpu", key="com_offset_margin") == pytest.approx(0.005)  # trains at +-3.5 cm
 
 
-def test_cpu_preset_shows_the_critic_the_randomized_physics_of_the_joystick_env_only():
+def test_walking_presets_show_the_critic_the_randomized_physics_of_the_joystick_env_only():
   def critic_dynamics(env, preset, *overrides):
     args = RunArgs(env=env, task="flat_terrain", preset=preset, overrides=list(overrides))
     return OpenDuckMiniV2Runner(args).resolve_config().env_config.critic_dynamics
@@ -428,7 +432,8 @@ def test_cpu_preset_shows_the_critic_the_randomized_physics_of_the_joystick_env_
   assert critic_dynamics("joystick", "cpu") is True
   assert critic_dynamics("joystick", "cpu", "critic_dynamics=false") is False
   assert critic_dynamics("standing", "cpu") is False  # not measured there
-  for preset in ("full", "quick"):
+  assert critic_dynamics("joystick", "full") is True  # the cpu recipe at GPU scale
+  for preset in ("quick", "smoke"):
     assert critic_dynamics("joystick", preset) is False
 
 
@@ -441,14 +446,15 @@ def test_presets_that_train_a_walker_score_checkpoints_with_12_episodes_per_comm
   assert seeds("cpu", score_seeds=3) == 3
 
 
-def test_cpu_preset_charges_falls_and_the_others_keep_the_env_default():
+def test_walking_presets_charge_falls_and_the_others_keep_the_env_default():
   def termination(preset, *overrides):
     args = RunArgs(env="joystick", task="flat_terrain", preset=preset, overrides=list(overrides))
     return OpenDuckMiniV2Runner(args).resolve_config().env_config.reward_config.scales.termination
 
   assert termination("cpu") == pytest.approx(-200.0)
   assert termination("cpu", "reward_config.scales.termination=0") == 0.0
-  for preset in ("full", "quick", "smoke"):
+  assert termination("full") == pytest.approx(-200.0)  # the cpu recipe at GPU scale
+  for preset in ("quick", "smoke"):
     assert termination(preset) == 0.0
 
 

@@ -65,6 +65,7 @@ def _env(**extra):
   return subprocess_env(**extra)
 
 
+@pytest.mark.slow
 def test_two_devices_train_and_stay_replicated(tmp_path):
   """On the cartpole: data parallelism is the trainer's, the same for every robot, and the
   duck compiles for minutes (the shared duck smoke run trains on one device per core)."""
@@ -96,6 +97,7 @@ def test_cpu_devices_values():
       config.parse_cpu_devices(bad)
 
 
+@pytest.mark.slow
 def test_a_run_resumes_on_another_device_count(tmp_path):
   """The checkpoint holds the whole env batch, so --resume re-splits it over any device count.
 
@@ -132,6 +134,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.timeout(1500)
+@pytest.mark.slow
 def test_two_processes_on_loopback_train_one_run(tmp_path):
   """Two processes joined by jax.distributed train and checkpoint one run.
 

@@ -10,8 +10,9 @@ from helpers import FAST_COMPILE_OPTIONS
 
 from playground.common import training_env
 from playground.common.runner import RunArgs
-from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import sensing
+from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.envs import ENVS
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
@@ -82,8 +83,8 @@ def test_warp_contact_buffer_is_sized_by_the_traced_batch():
       lambda k, n=n: venv.reset(k, venv.models(jp.arange(n))), jax.random.split(jax.random.PRNGKey(0), n)
     )
     naconmax = shapes.env.data._impl.naconmax
-    assert naconmax == max(env.config.naconmax_per_env * n, base.MIN_NACONMAX)
-  assert (base.warp_contact_buffer(12, 4), base.warp_contact_buffer(12, 32)) == (64, 384)
+    assert naconmax == max(env.config.naconmax_per_env * n, shared_config.MIN_NACONMAX)
+  assert (shared_config.warp_contact_buffer(12, 4), shared_config.warp_contact_buffer(12, 32)) == (64, 384)
   assert env.batch_size == 1  # restored after tracing
 
 
@@ -111,5 +112,5 @@ def test_critic_dynamics_observes_each_envs_randomized_model():
   assert np.ptp(block["trunk_com_offset"], axis=0).min() > 1e-3
   assert 0.0 < np.abs(block["servo_offset"]).max() <= env.config.domain_randomization.joint_offset + 1e-6
   # The nominal model reads zero offsets.
-  nominal = np.asarray(base.dynamics_params(ids, env.mjx_model))
+  nominal = np.asarray(sensing.dynamics_params(ids, env.mjx_model))
   np.testing.assert_allclose(np.delete(nominal, 4), 0.0, atol=1e-6)

@@ -186,9 +186,9 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path):
 
 def test_a_feedforward_policy_gives_finite_actions_on_the_runtime_first_frame(tmp_path):
   """The Open Duck runtime observes a (0, 0) phase on its first step: the file reads it as phase 0."""
-  from playground.open_duck_mini_v2 import base
   from playground.open_duck_mini_v2 import joystick
   from playground.open_duck_mini_v2 import observations as obs_lib
+  from playground.open_duck_mini_v2 import robot_model
   from playground.open_duck_mini_v2 import runtime
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
@@ -209,8 +209,8 @@ def test_a_feedforward_policy_gives_finite_actions_on_the_runtime_first_frame(tm
   path = tmp_path / "ff.onnx"
   bounds = OpenDuckMiniV2Runner.policy_input_bounds("joystick", "flat_terrain", config)
   export.export(path, network, normalizer, params, "state", actions, "swish", {}, ff, bounds)
-  model = base.load_model("flat_terrain")
-  home = base.RobotIndices.from_model(model).home_ctrl
+  model = robot_model.load_model("flat_terrain")
+  home = robot_model.RobotIndices.from_model(model).home_ctrl
   commands = np.array([[0.0] * 7, [0.1, 0, 0, 0, 0, 0, 0], [0.15, 0.2, 1.0, 0, 0, 0, 0]])
   first = runtime.first_frames(model, home, commands)
   phase = obs_lib.STATE_LAYOUT.slices["phase"]

@@ -14,10 +14,11 @@ import pytest
 from mujoco import mjx
 
 from playground.common import randomize
-from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2 import reference_motion
+from playground.open_duck_mini_v2 import robot_model
+from playground.open_duck_mini_v2 import sensing
 from playground.open_duck_mini_v2.envs import env_class
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
@@ -38,7 +39,7 @@ def _home(m):
 
 
 def test_randomized_floor_friction_is_the_friction_the_contacts_use():
-  m = base.load_model("flat_terrain")
+  m = robot_model.load_model("flat_terrain")
   config = randomize.default_config()
   config.floor_friction = (0.3, 0.35)
   targets = randomize.RandomizationTargets(consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES)
@@ -60,7 +61,7 @@ def test_randomized_floor_friction_is_the_friction_the_contacts_use():
     np.testing.assert_allclose(np.asarray(friction)[env][touching[env]], floor[env], rtol=1e-6)
   # MuJoCo C (playback, the scorecard) agrees, on both terrains.
   for task in ("flat_terrain", "rough_terrain"):
-    m = base.load_model(task)
+    m = robot_model.load_model(task)
     m.geom_friction[m.geom(consts.FLOOR_GEOM).id, 0] = 0.3
     d = _home(m)
     d.qpos[2] -= 0.002
@@ -117,7 +118,7 @@ def test_metadata_writes_the_gait_frequency_the_env_uses(tmp_path, caplog):
 def _first_info(env):
   """Episode state and readings at the home pose (eager: no compilation)."""
   d = _home(env.mj_model)
-  readings = base.read(env.ids, env.mj_model, base.DataView.from_mjdata(d))
+  readings = sensing.read(env.ids, env.mj_model, sensing.DataView.from_mjdata(d))
   return env.initial_info(jax.random.PRNGKey(0), readings), readings
 
 
@@ -148,15 +149,15 @@ def test_action_delay_is_redrawn_every_step_within_its_range(joystick):
 
 
 def test_backlash_scenes_observe_what_the_encoder_reads():
-  m = base.load_model("flat_terrain_backlash")
-  ids = base.RobotIndices.from_model(m)
+  m = robot_model.load_model("flat_terrain_backlash")
+  ids = robot_model.RobotIndices.from_model(m)
   d = _home(m)
-  before = np.asarray(base.read(ids, m, base.DataView.from_mjdata(d)).joint_pos)
+  before = np.asarray(sensing.read(ids, m, sensing.DataView.from_mjdata(d)).joint_pos)
   knee = consts.ACTUATOR_NAMES.index("left_knee")
   d.qpos[m.joint("left_knee_backlash").qposadr[0]] = 0.008
   d.qvel[m.joint("left_knee_backlash").dofadr[0]] = 0.5
   mujoco.mj_forward(m, d)
-  readings = base.read(ids, m, base.DataView.from_mjdata(d))
+  readings = sensing.read(ids, m, sensing.DataView.from_mjdata(d))
   delta = np.asarray(readings.joint_pos) - before
   assert delta[knee] == pytest.approx(0.008, abs=1e-6)
   assert np.abs(np.delete(delta, knee)).max() < 1e-6
@@ -164,7 +165,7 @@ def test_backlash_scenes_observe_what_the_encoder_reads():
 
 
 def test_head_servos_run_at_the_runtime_s_lower_gain_and_are_randomized():
-  m = base.load_model("flat_terrain")
+  m = robot_model.load_model("flat_terrain")
   kp = m.actuator_gainprm[:, 0]
   np.testing.assert_allclose(kp[LEGS], 13.37)
   np.testing.assert_allclose(kp[HEAD], 13.37 * 8 / 30, rtol=1e-3)
@@ -194,7 +195,7 @@ def test_robustness_levels_are_at_least_the_robot_s():
 def test_warp_keeps_buffer_overflow_warnings_and_silences_iteration_limits():
   from mujoco.mjx.third_party.mujoco_warp._src.types import OverflowType
 
-  model = base.quiet_warp(mjx.put_model(base.load_model("flat_terrain"), impl="warp"))
+  model = robot_model.quiet_warp(mjx.put_model(robot_model.load_model("flat_terrain"), impl="warp"))
   mask = OverflowType(model.opt._impl.warn_overflow)
   for kept in (OverflowType.NEFC, OverflowType.NARROWPHASE, OverflowType.BROADPHASE):
     assert kept in mask

@@ -4,13 +4,13 @@ import mujoco
 import numpy as np
 import pytest
 
-from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import robot_model
 
 
 @pytest.fixture(scope="module", params=consts.TASKS)
 def model(request):
-  return base.load_model(request.param)
+  return robot_model.load_model(request.param)
 
 
 def test_every_scene_compiles_with_the_actuators_in_order(model):
@@ -62,7 +62,7 @@ def test_feet_touch_the_floor_at_home(model):
   mujoco.mj_resetDataKeyframe(model, data, model.key(consts.HOME_KEYFRAME).id)
   for _ in range(100):
     mujoco.mj_step(model, data)
-  ids = base.RobotIndices.from_model(model)
+  ids = robot_model.RobotIndices.from_model(model)
   contacts = [ids.sensor(data, n)[0] for n in consts.FEET_CONTACT_SENSORS]
   assert all(c > 0 for c in contacts)
   data.qpos[2] += 0.1
@@ -78,8 +78,8 @@ def test_only_the_soles_collide_and_not_with_each_other(model):
 
 
 def test_backlash_variants_add_a_limited_passive_joint_per_actuated_joint():
-  plain = base.load_model("flat_terrain")
-  backlash = base.load_model("flat_terrain_backlash")
+  plain = robot_model.load_model("flat_terrain")
+  backlash = robot_model.load_model("flat_terrain_backlash")
   assert backlash.njnt == plain.njnt + len(consts.JOINT_NAMES)
   assert backlash.nu == plain.nu
   for name in consts.JOINT_NAMES:
@@ -94,9 +94,9 @@ def test_backlash_variants_add_a_limited_passive_joint_per_actuated_joint():
 
 
 def test_rough_terrain_is_seeded_procedural_and_flat_at_the_spawn():
-  a = base.load_model("rough_terrain", terrain_seed=0)
-  b = base.load_model("rough_terrain", terrain_seed=0)
-  c = base.load_model("rough_terrain", terrain_seed=1)
+  a = robot_model.load_model("rough_terrain", terrain_seed=0)
+  b = robot_model.load_model("rough_terrain", terrain_seed=0)
+  c = robot_model.load_model("rough_terrain", terrain_seed=1)
   np.testing.assert_array_equal(a.hfield_data, b.hfield_data)
   assert not np.array_equal(a.hfield_data, c.hfield_data)
   h = a.hfield_data.reshape(a.hfield_nrow[0], a.hfield_ncol[0])

@@ -6,9 +6,12 @@ import numpy as np
 import pytest
 
 from playground.common.observation import ObservationLayout
-from playground.open_duck_mini_v2 import base
+from playground.open_duck_mini_v2 import actuation
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2 import robot_model
+from playground.open_duck_mini_v2 import sensing
+from playground.open_duck_mini_v2 import shared_config
 
 
 def test_state_layout_is_the_documented_101_floats():
@@ -42,14 +45,14 @@ def test_layout_concat_checks_names_and_sizes():
 
 @pytest.fixture(scope="module")
 def ids():
-  return base.RobotIndices.from_model(base.load_model("flat_terrain"))
+  return robot_model.RobotIndices.from_model(robot_model.load_model("flat_terrain"))
 
 
 def test_motor_targets_scale_add_head_command_and_respect_the_speed_limit(ids):
   home = jp.asarray(ids.home_ctrl)
   command = jp.array([0.0, 0.0, 0.0, 0.05, 0.0, -0.02, 0.0])
   action = jp.zeros(14).at[0].set(0.2).at[3].set(-1.0)
-  targets = base.motor_targets(ids, action, command, home, 0.25, 5.24, 0.02)
+  targets = actuation.motor_targets(ids, action, command, home, 0.25, 5.24, 0.02)
   max_delta = 5.24 * 0.02
   # 0.25 * 0.2 = 0.05 < 0.1048: passes unchanged.
   assert float(targets[0] - home[0]) == pytest.approx(0.05, abs=1e-6)
@@ -69,7 +72,7 @@ def test_noise_is_bounded_per_joint_group_and_off_at_level_zero():
       for f in obs_lib.Readings.__dataclass_fields__
     }
   )
-  scales = base.noise_scales(
+  scales = sensing.noise_scales(
     dict(
       gyro=0.1,
       accelerometer=0.05,
@@ -125,13 +128,13 @@ def test_the_history_holds_the_previous_frames_newest_first():
 
   from playground.open_duck_mini_v2.envs import env_class
 
-  config = base.without_disturbances(env_class("joystick").default_config())
+  config = shared_config.without_disturbances(env_class("joystick").default_config())
   config.observation_history = 2
   env = env_class("joystick")(config=config)
   data = mujoco.MjData(env.mj_model)
   mujoco.mj_resetDataKeyframe(env.mj_model, data, env.mj_model.key("home").id)
   mujoco.mj_forward(env.mj_model, data)
-  home = base.read(env.ids, env.mj_model, base.DataView.from_mjdata(data))
+  home = sensing.read(env.ids, env.mj_model, sensing.DataView.from_mjdata(data))
   info = env.initial_info(jax.random.PRNGKey(0), home)
   layout, frame = env.state_layout, obs_lib.HISTORY_FRAME_LAYOUT
   assert layout.size == 101 + 2 * 34

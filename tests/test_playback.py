@@ -11,11 +11,12 @@ from helpers import run_cli
 from helpers import write_policy
 from mujoco import mjx
 
-from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import mujoco_infer
 from playground.open_duck_mini_v2 import player
 from playground.open_duck_mini_v2 import policy_io
 from playground.open_duck_mini_v2 import score
+from playground.open_duck_mini_v2 import scorecard
+from playground.open_duck_mini_v2 import sensing
 from playground.open_duck_mini_v2.envs import env_class
 from playground.open_duck_mini_v2.observations import STATE_LAYOUT
 
@@ -62,8 +63,8 @@ def test_a_non_finite_action_ends_the_episode_as_a_named_failure(tmp_path):
     assert card["commands"]["stand"]["falls"] == 2
     assert card["commands"]["stand"]["fall_causes"] == {"non-finite action": 2}
     assert card["headline"]["non_finite_action_episodes"] == 2
-    assert "NON-FINITE ACTIONS in 2 episodes" in score.headline_line(card)
-    assert "stand (2 non-finite action)" in score.table(card)
+    assert "NON-FINITE ACTIONS in 2 episodes" in scorecard.headline_line(card)
+    assert "stand (2 non-finite action)" in scorecard.table(card)
   result = run_cli("--onnx", policy, "--duration", "0.5", "--runtime", script=PLAYBACK, timeout=600)
   assert result.returncode == 1 and '"fall_cause": "non-finite action"' in result.stderr
 
@@ -78,11 +79,11 @@ def test_c_and_mjx_states_give_the_same_observation():
     data.ctrl[:] = env.ids.home_ctrl + rng.uniform(-0.1, 0.1, 14)
     mujoco.mj_step(model, data, nstep=env.n_substeps)
   key = jax.random.PRNGKey(7)
-  readings_c = base.read(env.ids, model, base.DataView.from_mjdata(data))
+  readings_c = sensing.read(env.ids, model, sensing.DataView.from_mjdata(data))
   info = env.initial_info(key, readings_c)
   # 1) Same C state through MJX's data structure: identical observation.
   obs_c, _ = env.observe(readings_c, info, key)
-  obs_mjx, _ = env.observe(base.read(env.ids, model, mjx.put_data(model, data)), info, key)
+  obs_mjx, _ = env.observe(sensing.read(env.ids, model, mjx.put_data(model, data)), info, key)
   for name in ("state", "privileged_state"):
     np.testing.assert_allclose(np.asarray(obs_c[name]), np.asarray(obs_mjx[name]), atol=1e-6, rtol=1e-6)
   # 2) The same qpos/qvel simulated by MJX (mjx.forward) gives the same
@@ -92,7 +93,7 @@ def test_c_and_mjx_states_give_the_same_observation():
     qpos=data.qpos, qvel=data.qvel, ctrl=data.ctrl, qacc_warmstart=data.qacc_warmstart
   )
   mdata = jax.jit(mjx.forward)(mjx.put_model(model), mdata)
-  obs_fwd, _ = env.observe(base.read(env.ids, model, mdata), info, key)
+  obs_fwd, _ = env.observe(sensing.read(env.ids, model, mdata), info, key)
   split_c = STATE_LAYOUT.split(np.asarray(obs_c["state"]))
   split_f = STATE_LAYOUT.split(np.asarray(obs_fwd["state"]))
   for name in ("gyro", "command", "joint_pos", "joint_vel", "last_actions", "motor_targets", "feet_contacts", "phase"):

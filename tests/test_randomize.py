@@ -6,15 +6,15 @@ import pytest
 from mujoco import mjx
 
 from playground.common import randomize
-from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import robot_model
 
 N = 16
 
 
 @pytest.fixture(scope="module")
 def randomized():
-  mj_model = base.load_model("flat_terrain")
+  mj_model = robot_model.load_model("flat_terrain")
   model = mjx.put_model(mj_model)
   config = randomize.default_config()
   targets = randomize.RandomizationTargets(consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES)
@@ -75,7 +75,7 @@ def test_values_differ_across_envs_within_ranges(randomized):
 
 
 def test_missing_names_are_clear_errors():
-  mj_model = base.load_model("flat_terrain")
+  mj_model = robot_model.load_model("flat_terrain")
   targets = randomize.RandomizationTargets("ground", consts.ROOT_BODY, consts.ACTUATOR_NAMES)
   with pytest.raises(ValueError, match="'ground'"):
     randomize.make_randomization_fn(mj_model, targets, randomize.default_config())
@@ -110,7 +110,7 @@ def test_the_scorecard_can_play_the_models_a_run_trained_on(tmp_path):
 
 def test_the_trunk_offset_margin_widens_the_training_range_by_the_same_draw():
   # Same keys: the margin scales each draw by (com_offset + margin) / com_offset.
-  mj_model = base.load_model("flat_terrain")
+  mj_model = robot_model.load_model("flat_terrain")
   model = mjx.put_model(mj_model)
   targets = randomize.RandomizationTargets(consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES)
   trunk = mj_model.body(consts.ROOT_BODY).id

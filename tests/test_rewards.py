@@ -30,9 +30,6 @@ def test_costs():
   assert float(rewards.lin_vel_z(jp.array([1.0, 2.0, -0.5]))) == pytest.approx(0.25)
   assert float(rewards.ang_vel_xy(jp.array([0.3, 0.4, 9.0]))) == pytest.approx(0.25)
   assert float(rewards.base_height(jp.array(0.15), 0.16)) == pytest.approx(1e-4, rel=1e-4)
-  assert float(rewards.joint_limits(jp.array([-2.0, 0.0, 2.5]), jp.array([-1.0] * 3), jp.array([2.0] * 3))) == (
-    pytest.approx(1.5)
-  )
 
 
 def test_stand_still_only_for_zero_commands():

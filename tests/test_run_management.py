@@ -58,6 +58,7 @@ def steps_of(run_dir: Path) -> list[int]:
   return [int(p.name) for p in checkpointing.list_checkpoints(run_dir)]
 
 
+@pytest.mark.slow
 def test_resume_is_bit_exact_seeded_runs_are_reproducible_and_the_step_cache_changes_no_result(tmp_path, smoke_run):
   full = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "full", "--num_timesteps", 5120, "--no_step_cache")
   assert full.returncode == 0, full.stderr[-3000:]
@@ -89,6 +90,7 @@ def test_resume_is_bit_exact_seeded_runs_are_reproducible_and_the_step_cache_cha
   assert steps == sorted(set(steps)) and steps[-1] == 5120 and 2560 in steps
 
 
+@pytest.mark.slow
 def test_run_directory_semantics(tmp_path, smoke_run):
   smoke_dir, _ = smoke_run
   run_dir = tmp_path / "smoke"
@@ -117,6 +119,7 @@ def test_run_directory_semantics(tmp_path, smoke_run):
   assert (run_dir / run_dirs.MARKER).is_file()
 
 
+@pytest.mark.slow
 def test_missing_corrupted_and_incompatible_checkpoints_are_one_line_errors(tmp_path, smoke_run):
   smoke_dir, _ = smoke_run
 
@@ -154,6 +157,7 @@ def test_missing_corrupted_and_incompatible_checkpoints_are_one_line_errors(tmp_
   )
 
 
+@pytest.mark.slow
 def test_restore_modes_load_what_they_claim(smoke_run):
   smoke_dir, _ = smoke_run
   step_dir = smoke_dir / "000000002560"
@@ -188,6 +192,7 @@ def test_restore_modes_load_what_they_claim(smoke_run):
     assert_trees_equal(arrays(ts.params.value), source["params"]["value"])
 
 
+@pytest.mark.slow
 def test_fine_tuning_under_another_reward_set_takes_the_weights(smoke_run, tmp_path):
   # The smoke run has no fall penalty, so its env state carries no termination
   # reward; a fine-tune that adds one must still load the networks.
@@ -254,6 +259,7 @@ def test_learning_rate_schedule_is_linear_in_env_steps_and_checked():
     ppo.validate(cfg, 1)
 
 
+@pytest.mark.slow
 def test_learning_rate_steps_down_where_the_schedule_says(tmp_path):
   # A step down to almost nothing after env step 2048: the iteration that starts
   # at 2048 still learns, the one that starts at 3072 barely moves the weights.
@@ -276,6 +282,7 @@ def test_learning_rate_steps_down_where_the_schedule_says(tmp_path):
   np.testing.assert_allclose(logged, [initial, initial, initial, 1e-9], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_path):
   # On the cartpole: the guard is the trainer's, the same for every robot.
   base = _cartpole("--output_dir", tmp_path, "--exp_name", "base", "--num_timesteps", 2048)
@@ -297,6 +304,7 @@ def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
   assert config["ppo_config"]["learning_rate"] == 1e39
 
 
+@pytest.mark.slow
 def test_sigint_saves_a_resumable_checkpoint(tmp_path):
   proc = _start(tmp_path, "interrupted", "--num_timesteps", 1_000_000, "--checkpoint_every", 1_000_000)
   run_dir = tmp_path / "interrupted"
@@ -318,6 +326,7 @@ def test_sigint_saves_a_resumable_checkpoint(tmp_path):
   assert steps_of(run_dir)[-1] == steps[0] + CARTPOLE_ITERATION
 
 
+@pytest.mark.slow
 def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path):
   run_dir = tmp_path / "killed"
 
@@ -355,6 +364,7 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path)
   assert steps_of(run_dir)[-1] == complete[-1] + CARTPOLE_ITERATION
 
 
+@pytest.mark.slow
 def test_sigterm_saves_and_the_resumed_run_is_bit_identical_keeping_the_last_k(tmp_path):
   # A scheduler's SIGTERM: checkpoint, flush, exit 0. --keep_last 2 keeps the two
   # newest complete checkpoints, also across the resume.
@@ -382,6 +392,7 @@ def test_sigterm_saves_and_the_resumed_run_is_bit_identical_keeping_the_last_k(t
   assert_trees_equal(a["env_state"], b["env_state"])
 
 
+@pytest.mark.slow
 def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
   # No periodic checkpoints: the first Ctrl-C, sent once the training step is
   # compiled, always leaves a whole new checkpoint to write (policy export,
@@ -414,6 +425,7 @@ def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
     assert run_dirs.is_complete(step_dir), step_dir
 
 
+@pytest.mark.slow
 def test_one_ctrl_c_under_uv_run_saves_and_stops(tmp_path):
   """A terminal's Ctrl-C signals the whole foreground group: `uv run` and its child.
 

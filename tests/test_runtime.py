@@ -14,19 +14,24 @@ import numpy as np
 import pytest
 
 from playground.common import onnx_export
-from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2 import player
 from playground.open_duck_mini_v2 import policy_io
+from playground.open_duck_mini_v2 import robot_model
 from playground.open_duck_mini_v2 import runtime
 from playground.open_duck_mini_v2 import score
+from playground.open_duck_mini_v2 import scorecard
+from playground.open_duck_mini_v2 import sensing
+from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.envs import env_class
 
 SLOTS = obs_lib.STATE_LAYOUT.slices
 
 
 def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame():
-  config = base.without_disturbances(env_class("joystick").default_config())  # no noise, delays or randomization
+  config = shared_config.without_disturbances(
+    env_class("joystick").default_config()
+  )  # no noise, delays or randomization
   env = env_class("joystick")(task="flat_terrain", config=config)
   model, ids = env.mj_model, env.ids
   data = mujoco.MjData(model)
@@ -40,10 +45,10 @@ def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame()
   # The runtime's 2 s hold at the home pose; the env then starts from the same state.
   data.ctrl[:] = hardware.hold(ids.home_ctrl[None])[0]
   mujoco.mj_step(model, data, nstep=100 * env.n_substeps)
-  read = jax.jit(lambda view: base.read(ids, model, view))
+  read = jax.jit(lambda view: sensing.read(ids, model, view))
   observe, apply, advance = jax.jit(env.observe), jax.jit(env.apply_action), jax.jit(env.advance)
   key = jax.random.PRNGKey(0)
-  readings = read(base.DataView.from_mjdata(data))
+  readings = read(sensing.DataView.from_mjdata(data))
   info = dict(env.initial_info(key, readings), command=command)
   env_obs, info = observe(readings, info, key)
   rt_obs = loop.observe(commands=command[None], **hardware.sense([data]))[0]
@@ -65,7 +70,7 @@ def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame()
     np.testing.assert_allclose(ctrl, np.asarray(info["motor_targets"]), atol=2e-6)
     data.ctrl[:] = ctrl
     mujoco.mj_step(model, data, nstep=env.n_substeps)
-    readings = read(base.DataView.from_mjdata(data))
+    readings = read(sensing.DataView.from_mjdata(data))
     info, _ = advance(info, readings, action)
     env_obs, info = observe(readings, info, key)
     rt_obs = loop.observe(commands=command[None], **hardware.sense([data]))[0]
@@ -137,12 +142,12 @@ def test_a_trained_policy_played_the_runtime_way_survives_its_first_second():
   policy, env_config, _ = policy_io.resolve_policy(WALKER)
   assert env_config is not None  # the run's config next to the file
   first = runtime.first_frames(
-    base.load_model("flat_terrain"), policy_io.read_metadata(policy)["home_pose"], np.zeros((1, 7))
+    robot_model.load_model("flat_terrain"), policy_io.read_metadata(policy)["home_pose"], np.zeros((1, 7))
   )
   assert np.all(np.isfinite(onnx_export.run_onnx(policy, first)))  # the runtime's first frame
   commands = _suite("stand", "forward_0.1", "turn_left_0.5", duration=1.5)
   card = score.score(policy, env_config, seeds=4, commands=commands, source="runtime")
-  assert card["source"] == "runtime" and card["headline"]["falls"] == 0, score.table(card)
+  assert card["source"] == "runtime" and card["headline"]["falls"] == 0, scorecard.table(card)
   assert all(e["survival_s"] == pytest.approx(1.5) for e in card["episodes"])
 
 
@@ -152,7 +157,7 @@ def test_runtime_and_env_headlines_agree_on_a_trained_policy():
   commands = _suite("stand", "forward_0.1", "turn_left_0.5", "turn_right_0.5")
   cards = {src: score.score(policy, env_config, seeds=4, commands=commands, source=src) for src in player.SOURCES}
   env, rt = cards["env"]["headline"], cards["runtime"]["headline"]
-  assert env["falls"] == rt["falls"] == 0, (score.table(cards["env"]), score.table(cards["runtime"]))
+  assert env["falls"] == rt["falls"] == 0, (scorecard.table(cards["env"]), scorecard.table(cards["runtime"]))
   assert abs(env["vx_at_0.1"] - rt["vx_at_0.1"]) < 0.015
   assert abs(env["yaw_rate_at_0.5"] - rt["yaw_rate_at_0.5"]) < 0.06
   assert abs(env["tracking_error_mps"] - rt["tracking_error_mps"]) < 0.015

@@ -11,11 +11,13 @@ from helpers import write_policy
 from playground.common import config as config_lib
 from playground.common import onnx_export
 from playground.common.tensorboard_reader import read_scalars
+from playground.open_duck_mini_v2 import best_policy
 from playground.open_duck_mini_v2 import joystick
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2 import player
 from playground.open_duck_mini_v2 import policy_io
 from playground.open_duck_mini_v2 import score
+from playground.open_duck_mini_v2 import scorecard
 from playground.open_duck_mini_v2.envs import env_class
 
 SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
@@ -98,7 +100,7 @@ def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
       action_smoothness=0.0, power_w=0.0, cmd=np.tile(command.at(0.0)[:3], (n, 1)), vel=np.tile(vel, (n, 1)),
     )  # fmt: skip
 
-  card = score.summarize(
+  card = scorecard.summarize(
     [
       episode("left_0.1", [0.0, 0.05, 0.0]),
       episode("right_0.1", [0.0, -0.03, 0.0]),
@@ -109,8 +111,8 @@ def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
   )
   assert card["headline"]["vy_at_0.1"] == pytest.approx(0.04)  # (0.05 + 0.03) / 2
   assert card["headline"]["vx_at_0.1"] == pytest.approx(0.07)
-  assert score.tensorboard_scalars(card)["score/vy_at_0.1"] == pytest.approx(0.04)
-  assert "sideways at 0.1 m/s command 0.040 m/s" in score.headline_line(card)
+  assert scorecard.tensorboard_scalars(card)["score/vy_at_0.1"] == pytest.approx(0.04)
+  assert "sideways at 0.1 m/s command 0.040 m/s" in scorecard.headline_line(card)
 
 
 def test_tracking_errors_rank_a_swaying_walker_above_a_standing_duck():
@@ -120,15 +122,15 @@ def test_tracking_errors_rank_a_swaying_walker_above_a_standing_duck():
   t = np.arange(350) * 0.02
   cmd = np.tile([0.1, 0.0, 0.0], (350, 1))
   walking = np.stack([0.07 + 0.15 * np.sin(2 * np.pi * t / 0.54), 0.05 * np.cos(2 * np.pi * t / 0.54), 0 * t], -1)
-  window = int(score.TRACKING_WINDOW_S / 0.02)
-  np.testing.assert_allclose(score.trailing_mean(np.arange(5.0), 2), [0.0, 0.5, 1.5, 2.5, 3.5])
+  window = int(scorecard.TRACKING_WINDOW_S / 0.02)
+  np.testing.assert_allclose(scorecard.trailing_mean(np.arange(5.0), 2), [0.0, 0.5, 1.5, 2.5, 3.5])
 
   def error(vel):
     episode = dict(
       command="forward_0.1", seed=0, fell=False, survival_s=8.0, distance_m=0.0, foot_slip_mps=0.0,
       joint_limit_share=0.0, action_smoothness=0.0, power_w=0.0, cmd=cmd, vel=vel,
     )  # fmt: skip
-    card = score.summarize([episode], [c for c in score.suite() if c.name == "forward_0.1"], window)
+    card = scorecard.summarize([episode], [c for c in score.suite() if c.name == "forward_0.1"], window)
     return card["commands"]["forward_0.1"]["lin_vel_error_mps"]
 
   assert error(walking) < 0.05 < 0.1 == pytest.approx(error(np.zeros_like(cmd)))
@@ -149,8 +151,10 @@ def test_the_scorecard_names_the_joints_held_at_a_range_end(tmp_path):
   assert bent["commands"]["stand"]["joint_limit_share"] > 0.9
   assert home["commands"]["stand"]["joint_limit_by_joint"] == {}
   assert home["commands"]["stand"]["joint_limit_share"] == 0.0
-  assert "range end for at least a quarter of the time: stand (left_knee 1.00, right_knee 1.00)" in score.table(bent)
-  assert "range end" not in score.table(home)
+  assert "range end for at least a quarter of the time: stand (left_knee 1.00, right_knee 1.00)" in scorecard.table(
+    bent
+  )
+  assert "range end" not in scorecard.table(home)
 
 
 @pytest.mark.parametrize(
@@ -199,10 +203,10 @@ def test_the_runner_scores_every_checkpoint_into_tensorboard(smoke_run):
   ):
     assert name in scalars, sorted(scalars)
   assert scalars["score/falls"][-1][1] == card["headline"]["falls"]
-  best = json.loads((run_dir / score.BEST_SCORE).read_text())
+  best = json.loads((run_dir / best_policy.BEST_SCORE).read_text())
   assert best["checkpoint"] == step_dir.name and best["headline"] == card["headline"]
-  assert (run_dir / score.BEST_POLICY).read_bytes() == (step_dir / "policy.onnx").read_bytes()
-  _, env_config, _ = policy_io.resolve_policy(run_dir / score.BEST_POLICY)
+  assert (run_dir / best_policy.BEST_POLICY).read_bytes() == (step_dir / "policy.onnx").read_bytes()
+  _, env_config, _ = policy_io.resolve_policy(run_dir / best_policy.BEST_POLICY)
   assert env_config == json.loads((run_dir / "config.json").read_text())["env_config"]
 
 
@@ -227,24 +231,26 @@ def test_the_run_keeps_the_walking_policy_with_the_fewest_falls_then_the_smalles
     (steps[name] / "policy.onnx").write_bytes(name.encode())
 
   def best():
-    return json.loads((tmp_path / score.BEST_SCORE).read_text())["checkpoint"], (
-      tmp_path / score.BEST_POLICY
+    return json.loads((tmp_path / best_policy.BEST_SCORE).read_text())["checkpoint"], (
+      tmp_path / best_policy.BEST_POLICY
     ).read_bytes()
 
   # A duck that stands (or only turns) without falling is the best only until one walks.
-  assert score.update_best(tmp_path, steps["000000000050"], card(0, 0.09, vx=0.01, yaw=0.05))
-  assert score.update_best(tmp_path, steps["000000000100"], card(2, 0.15))  # walks: beats standing, whatever its falls
-  assert not score.update_best(tmp_path, steps["000000000500"], card(0, 0.05, vx=0.069))  # just under 0.07 m/s
-  assert not score.update_best(tmp_path, steps["000000000500"], card(0, 0.05, yaw=0.29))  # turns too slowly
-  assert score.update_best(tmp_path, steps["000000000200"], card(1, 0.19))  # fewer falls beat a smaller error
-  assert not score.update_best(tmp_path, steps["000000000300"], card(1, 0.19))  # a tie keeps the earlier one
+  assert best_policy.update_best(tmp_path, steps["000000000050"], card(0, 0.09, vx=0.01, yaw=0.05))
+  assert best_policy.update_best(
+    tmp_path, steps["000000000100"], card(2, 0.15)
+  )  # walks: beats standing, whatever its falls
+  assert not best_policy.update_best(tmp_path, steps["000000000500"], card(0, 0.05, vx=0.069))  # just under 0.07 m/s
+  assert not best_policy.update_best(tmp_path, steps["000000000500"], card(0, 0.05, yaw=0.29))  # turns too slowly
+  assert best_policy.update_best(tmp_path, steps["000000000200"], card(1, 0.19))  # fewer falls beat a smaller error
+  assert not best_policy.update_best(tmp_path, steps["000000000300"], card(1, 0.19))  # a tie keeps the earlier one
   assert best() == ("000000000200", b"000000000200")
-  assert score.update_best(tmp_path, steps["000000000400"], card(1, 0.16))  # same falls: the smaller error
-  assert not score.update_best(tmp_path, steps["000000000100"], card(4, 0.10, episodes=54))  # shares, not counts
+  assert best_policy.update_best(tmp_path, steps["000000000400"], card(1, 0.16))  # same falls: the smaller error
+  assert not best_policy.update_best(tmp_path, steps["000000000100"], card(4, 0.10, episodes=54))  # shares, not counts
   assert best() == ("000000000400", b"000000000400")
   assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
-  assert score.walks_on_command({"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3})
-  assert not score.walks_on_command({"yaw_rate_at_0.5": 0.5})  # no forward command scored: not walking
+  assert best_policy.walks_on_command({"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3})
+  assert not best_policy.walks_on_command({"yaw_rate_at_0.5": 0.5})  # no forward command scored: not walking
 
 
 def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_ranges():

@@ -8,11 +8,14 @@ needs the pole upright and the cart centred for 90% of a 1000-step episode,
 which no untrained or random policy does, so the test cannot pass by chance.
 """
 
+import pytest
+
 from playground.cartpole.runner import CartpoleRunner
 from playground.common.runner import RunArgs
 from playground.common.tensorboard_reader import read_scalars
 
 
+@pytest.mark.slow
 def test_cartpole_balance_reaches_a_learned_return(tmp_path):
   args = RunArgs(env="balance", task="default", preset="quick", output_dir=str(tmp_path), exp_name="cartpole")
   assert CartpoleRunner(args).run() == 0

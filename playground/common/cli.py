@@ -1,7 +1,9 @@
 """The training command line: flags, one-line errors, logging and `main`.
 
 No JAX is imported here (nor by anything this module imports): a bad flag is
-answered in a fraction of a second, before the heavy libraries load.
+answered in a fraction of a second, before the heavy libraries load. It
+reads a robot through `RobotSpec` (its flags, presets, `run`); the robot's
+`runner.BaseRunner.main` calls `main`.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from playground.common import backend
 from playground.common import config as config_lib
 from playground.common import run_dirs
 from playground.common.config import ConfigError
-from playground.common.run_record import NonFiniteError
-from playground.common.run_record import RunError
-from playground.common.runner import BaseRunner
-from playground.common.runner import RunArgs
+from playground.common.errors import NonFiniteError
+from playground.common.errors import RunError
+from playground.common.robot_spec import RobotSpec
+from playground.common.run_args import RunArgs
 
 
 class UsageError(Exception):
@@ -39,7 +41,7 @@ class OneLineParser(argparse.ArgumentParser):
     raise UsageError(message)
 
 
-def build_parser(runner_cls: type[BaseRunner]) -> argparse.ArgumentParser:
+def build_parser(runner_cls: type[RobotSpec]) -> argparse.ArgumentParser:
   """The flags of a robot's runner: the shared ones plus `runner_cls.add_arguments`."""
   parser = OneLineParser(
     prog=f"{runner_cls.robot} runner",
@@ -65,7 +67,7 @@ def build_parser(runner_cls: type[BaseRunner]) -> argparse.ArgumentParser:
   parser.add_argument(
     "--resume",
     action="store_true",
-    help="continue the latest checkpoint of --exp_name with the flags recorded in its config.json",
+    help=f"continue the latest checkpoint of --exp_name with the flags recorded in its {run_dirs.CONFIG_FILE}",
   )
   parser.add_argument(
     "--overwrite",
@@ -118,7 +120,7 @@ def explicit_dests(parser: argparse.ArgumentParser, argv: Sequence[str] | None) 
   return set(vars(parser.parse_args(argv)))
 
 
-def main(runner_cls: type[BaseRunner], argv: Sequence[str] | None = None) -> int:
+def main(runner_cls: type[RobotSpec], argv: Sequence[str] | None = None) -> int:
   """Command-line entry point of a robot's runner; returns the exit status.
 
   Exit status: 0 done (or interrupted and saved), 2 a user error (one line

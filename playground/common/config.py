@@ -203,3 +203,14 @@ def named_file_digests(config: Any) -> dict[str, str]:
 
   visit(config)
   return out
+
+
+def jsonable(value: Any) -> Any:
+  """`value` with tuples as lists and sets as sorted lists (for JSON)."""
+  if isinstance(value, dict):
+    return {k: jsonable(v) for k, v in value.items()}
+  if isinstance(value, (tuple, list)):
+    return [jsonable(v) for v in value]
+  if isinstance(value, (set, frozenset)):
+    return sorted(value)
+  return value

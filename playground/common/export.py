@@ -23,7 +23,7 @@ from playground.common import run_dirs
 if TYPE_CHECKING:
   from ml_collections import config_dict
 
-  from playground.common.runner import BaseRunner
+  from playground.common.robot_spec import RobotSpec
 
 POLICY_FILE = "policy.onnx"
 
@@ -87,7 +87,7 @@ def export(
 
 def export_for_runner(
   path: Path,
-  runner_cls: type[BaseRunner],
+  runner_cls: type[RobotSpec],
   env_name: str,
   task: str,
   env_config: config_dict.ConfigDict,
@@ -120,7 +120,7 @@ def export_for_runner(
 
 
 def policy_metadata(
-  runner_cls: type[BaseRunner],
+  runner_cls: type[RobotSpec],
   env_name: str,
   task: str,
   env_config: config_dict.ConfigDict,

@@ -69,6 +69,24 @@ def remaining_events(step: int, total: int, every: int, steps_per_iteration: int
   return min(iterations - 1, before_last // every - step // every) + 1
 
 
+def merge_metrics(batch: list[dict]) -> dict[str, float]:
+  """Averages the metrics of several training iterations; episode stats weighted by episode count.
+
+  `train/finite` is dropped; episode stats are NaN when no episode ended.
+  """
+  out: dict[str, float] = {}
+  counts = np.array([float(m.get("episode/count", 0.0)) for m in batch])
+  for key in batch[0]:
+    values = np.array([float(m[key]) for m in batch])
+    if key == "episode/count":
+      out[key] = float(values.sum())
+    elif key.startswith("episode/"):
+      out[key] = float((values * counts).sum() / counts.sum()) if counts.sum() > 0 else float("nan")
+    elif key != "train/finite":
+      out[key] = float(values.mean())
+  return out
+
+
 def _typical(durations: list[float]) -> float:
   """One event's cost: the mean after the first (which compiles), else the first."""
   if len(durations) > 1:

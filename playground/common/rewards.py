@@ -92,11 +92,6 @@ def feet_slip(contact: jp.ndarray, feet_linvel_xy: jp.ndarray) -> jp.ndarray:
   return jp.sum(jp.sum(jp.square(feet_linvel_xy), axis=-1) * contact)
 
 
-def joint_limits(qpos: jp.ndarray, lower: jp.ndarray, upper: jp.ndarray) -> jp.ndarray:
-  """Cost: how far joints are beyond their soft limits."""
-  return jp.sum(jp.clip(lower - qpos, 0.0, None) + jp.clip(qpos - upper, 0.0, None))
-
-
 def imitation(
   joint_pos: jp.ndarray,
   joint_vel: jp.ndarray,

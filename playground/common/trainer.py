@@ -1,19 +1,20 @@
-"""Training a robot's runner: build, restore, the loop, evaluation, checkpoints and stop signals.
+"""Training a robot's runner: the loop, evaluation, checkpoints, callbacks and stop signals.
 
 `run(runner, cfg)` is the whole of it, top to bottom: check the run directory
-and the checkpoint to restore, build a `Session` (envs, learner, evaluator),
-take the initial state (fresh from the seed or restored), write the run's
-record, then run the jit-compiled PPO step in a worker thread while the main
-thread waits for SIGINT/SIGTERM. The loop calls two callbacks:
-`Trainer.progress` (TensorBoard and the console line) and `Trainer.save`
-(an atomic checkpoint with its ONNX policy and score).
+and the checkpoint to restore, build a `Session` (envs, learner, evaluator;
+`session_setup`), take the initial state (fresh from the seed or restored),
+write the run's record, then run the jit-compiled PPO step in a worker
+thread while the main thread waits for SIGINT/SIGTERM. The loop reports
+through `Trainer.progress` (TensorBoard, the console line, then the robot's
+`on_progress`) and `Trainer.save` (an atomic checkpoint with its ONNX
+policy, then the robot's `on_checkpoint`).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import logging
+import math
 import os
 import signal
 import threading
@@ -24,27 +25,44 @@ from typing import Any
 
 import jax
 import numpy as np
-from mujoco_playground import MjxEnv
 
 from playground.common import backend
 from playground.common import checkpointing
+from playground.common import compat as compat_lib
 from playground.common import config as config_lib
 from playground.common import distributed
-from playground.common import evaluation
 from playground.common import export
 from playground.common import ppo as ppo_lib
 from playground.common import progress
+from playground.common import resume
 from playground.common import run_dirs
 from playground.common import run_record
-from playground.common import step_cache as step_cache_lib
 from playground.common import training_env
 from playground.common.config import ConfigError
-from playground.common.run_record import NonFiniteError
-from playground.common.run_record import RunError
+from playground.common.errors import NonFiniteError
+from playground.common.errors import RunError
+from playground.common.session import Session
+from playground.common.session_setup import build
+from playground.common.session_setup import initial_state
+from playground.common.session_setup import make_step_cache
 
 if TYPE_CHECKING:
-  from playground.common.runner import BaseRunner
-  from playground.common.runner import ResolvedConfig
+  from playground.common.robot_spec import RobotSpec
+  from playground.common.run_args import ResolvedConfig
+
+# Re-exported: tests and benchmarks build sessions and step caches through this module.
+__all__ = [
+  "DUPLICATE_SIGNAL_S",
+  "STOP_TIMEOUT_S",
+  "NonFiniteError",
+  "RunError",
+  "Session",
+  "Trainer",
+  "build",
+  "initial_state",
+  "make_step_cache",
+  "run",
+]
 
 logger = logging.getLogger("playground")
 
@@ -54,29 +72,9 @@ STOP_TIMEOUT_S = 30.0
 #: the terminal signals the whole foreground process group, and `uv run`, in
 #: that group, forwards it to its child as well.
 DUPLICATE_SIGNAL_S = 0.5
-#: PPO keys read only by the Python loop, never traced (left out of the step cache key).
-LOOP_ONLY_PPO_KEYS = ("num_timesteps", "eval_every", "log_every", "checkpoint_every", "keep_last")
 
 
-@dataclasses.dataclass
-class Session:
-  """What a run trains with: envs, learner, evaluator and its fingerprint."""
-
-  cfg: ResolvedConfig
-  env_name: str
-  task: str
-  env: MjxEnv
-  venv: training_env.VecEnv
-  ppo: ppo_lib.PPO
-  evaluator: evaluation.Evaluator
-  #: The compatibility fingerprint written into every checkpoint.
-  compat: dict[str, Any]
-  step_cache: step_cache_lib.StepCache
-  #: Package versions written into the record and every checkpoint.
-  versions: dict[str, str]
-
-
-def run(runner: BaseRunner, cfg: ResolvedConfig) -> int:
+def run(runner: RobotSpec, cfg: ResolvedConfig) -> int:
   """Trains `runner` with the resolved `cfg`; returns the process exit status.
 
   Everything that can be checked before compiling is checked first; the run
@@ -103,15 +101,15 @@ def run(runner: BaseRunner, cfg: ResolvedConfig) -> int:
   if restore_dir is not None:
     restore_meta = run_record.read_restore_meta(restore_dir)
     # The config-level fingerprint, before anything is compiled.
-    run_record.check_compat(restore_meta.get("compat", {}), run_record.config_fingerprint(runner, cfg), a)
+    compat_lib.check_compat(restore_meta.get("compat", {}), compat_lib.config_fingerprint(runner, cfg), a)
   if a.overwrite and distributed.is_primary() and runner.run_dir_path().exists():
     # Everything that can be checked without building has been: start over.
     logger.warning("--overwrite: deleted %s", run_record.delete_for_overwrite(a, runner.run_dir_path()))
   backend.setup_compilation_cache(a.compilation_cache_dir)
   session = build(runner, cfg)
   if restore_meta is not None:
-    run_record.check_compat(restore_meta.get("compat", {}), session.compat, a)
-  ts, env_state, start_step = initial_state(runner, session, restore_dir, run_record.restore_mode(a))
+    compat_lib.check_compat(restore_meta.get("compat", {}), session.compat, a)
+  ts, env_state, start_step = initial_state(runner, session, restore_dir, compat_lib.restore_mode(a))
   if distributed.is_primary():
     # Create (or reuse) the run directory only now that everything is valid.
     try:
@@ -147,148 +145,6 @@ def warn_full_preset_on_cpu(num_timesteps: int) -> None:
   )
 
 
-def build(runner: BaseRunner, cfg: ResolvedConfig) -> Session:
-  """Builds the environments, the PPO learner and the evaluator (no compilation)."""
-  a, p = runner.args, cfg.ppo_config
-  env = distributed.localize_model(runner.make_env(a.env, a.task, cfg.env_config))
-  episode_length = int(cfg.env_config.episode_length) if "episode_length" in cfg.env_config else 1000
-  randomizer = runner.make_randomizer(env, cfg.env_config)
-  venv = training_env.VecEnv(env, episode_length, randomizer, randomization_seed=a.seed)
-  try:
-    ppo = ppo_lib.PPO(venv, p)
-  except ValueError as e:
-    raise RunError(str(e)) from None
-  eval_env = distributed.localize_model(runner.make_eval_env(a.env, a.task, cfg.env_config))
-  eval_venv = training_env.VecEnv(
-    eval_env,
-    episode_length,
-    runner.make_randomizer(eval_env, cfg.env_config),
-    randomization_seed=a.seed + 1_000_003,
-  )
-  cache = make_step_cache(runner, cfg)
-  evaluator = evaluation.Evaluator(
-    eval_venv, ppo.make_policy, p.num_eval_envs, seed=a.seed + 17, step_cache=cache, mesh=ppo.mesh
-  )
-  return Session(
-    cfg=cfg,
-    env_name=a.env,
-    task=a.task,
-    env=env,
-    venv=venv,
-    ppo=ppo,
-    evaluator=evaluator,
-    compat=run_record.compat_fingerprint(runner, cfg, ppo.obs_shapes, venv.action_size),
-    step_cache=cache,
-    versions=run_record.package_versions(),
-  )
-
-
-def make_step_cache(runner: BaseRunner, cfg: ResolvedConfig) -> step_cache_lib.StepCache:
-  """The cache of lowered steps for this configuration.
-
-  Entries live next to JAX's persistent compilation cache. Disabled with
-  `--no_step_cache`, without a compilation cache, and in multi-process runs.
-  """
-  cache_dir = jax.config.jax_compilation_cache_dir
-  if not runner.args.step_cache or not cache_dir or distributed.multi_process():
-    return step_cache_lib.StepCache(None)
-  ppo_config = cfg.ppo_config.to_dict()
-  for key in LOOP_ONLY_PPO_KEYS:
-    ppo_config.pop(key, None)
-  env_config = cfg.env_config.to_dict()
-  material = {
-    "runner": f"{type(runner).__module__}.{type(runner).__qualname__}",
-    "env": runner.args.env,
-    "task": runner.args.task,
-    "seed": runner.args.seed,
-    "env_config": env_config,
-    "ppo_config": ppo_config,
-    # Files named in the config (e.g. a reference motion) are baked into the trace.
-    "files": config_lib.named_file_digests(env_config),
-  }
-  return step_cache_lib.StepCache(Path(cache_dir) / "steps", material)
-
-
-def initial_state(
-  runner: BaseRunner, session: Session, restore_dir: Path | None, mode: str
-) -> tuple[ppo_lib.TrainingState, training_env.EnvState, int]:
-  """(TrainingState, EnvState, start step): fresh from the seed, or restored.
-
-  Args:
-    runner: the runner (its seed).
-    session: what `build` returned.
-    restore_dir: checkpoint step directory to restore, or None.
-    mode: "all" (everything, the step counter too), "model" (policy, value
-      and normalizer) or "except-critic" (policy and normalizer).
-  """
-  ts = session.ppo.init_training_state(runner.args.seed)
-  if restore_dir is None:
-    return ts, session.ppo.init_env_state(), 0
-  return restore(session, ts, restore_dir, mode)
-
-
-def restore(
-  session: Session, ts: ppo_lib.TrainingState, restore_dir: Path, mode: str
-) -> tuple[ppo_lib.TrainingState, training_env.EnvState, int]:
-  """Loads checkpoint `restore_dir` into a fresh training state `ts` (see `initial_state`)."""
-  ppo, venv = session.ppo, session.venv
-  # Every process reads the whole checkpoint onto its first device, then
-  # keeps the replicated training state and its own share of the envs.
-  local_ts = distributed.host_local(ts)
-  if mode != "all":
-    return _restore_weights(session, local_ts, restore_dir, mode)
-  placeholder = ppo.env_state_template()
-  template = {"training_state": local_ts, "env_state": venv.compact(placeholder)}
-  try:
-    tree = checkpointing.restore(restore_dir, checkpointing.abstract(template))
-  except checkpointing.CheckpointError as e:
-    raise RunError(str(e)) from None
-  saved_ts = tree["training_state"]
-  full = venv.expand(tree["env_state"], placeholder)
-  me, count = jax.process_index(), jax.process_count()
-  local = jax.tree_util.tree_map(lambda x: x[x.shape[0] * me // count : x.shape[0] * (me + 1) // count], full)
-  step = int(saved_ts.env_steps)
-  logger.info("resumed everything from %s at step %s", restore_dir, f"{step:,}")
-  return (
-    distributed.to_global(saved_ts, ppo.replicated),
-    distributed.to_global(local, ppo.sharded),
-    step,
-  )
-
-
-def _restore_weights(
-  session: Session, local_ts: ppo_lib.TrainingState, restore_dir: Path, mode: str
-) -> tuple[ppo_lib.TrainingState, training_env.EnvState, int]:
-  """`model` / `except-critic`: the networks and normalizer only.
-
-  Only those parts are read, so a checkpoint whose env state differs (another
-  reward set, randomization or env) still fine-tunes: the envs start fresh.
-  """
-  ppo = session.ppo
-  wanted = {"training_state/params/policy": local_ts.params.policy}
-  wanted["training_state/normalizer_params"] = local_ts.normalizer_params
-  if mode == "model":
-    wanted["training_state/params/value"] = local_ts.params.value
-  try:
-    saved = checkpointing.restore_parts(restore_dir, checkpointing.abstract(wanted))
-  except checkpointing.CheckpointError as e:
-    raise RunError(str(e)) from None
-  params = local_ts.params.replace(policy=saved["training_state/params/policy"])
-  if mode == "model":
-    params = params.replace(value=saved["training_state/params/value"])
-  ts = local_ts.replace(
-    params=params,
-    normalizer_params=saved["training_state/normalizer_params"],
-    optimizer_state=ppo.optimizer.init(params),
-  )
-  logger.info(
-    "restored %s weights and normalizer from %s; step counter starts at 0",
-    "policy+value" if mode == "model" else "policy",
-    restore_dir,
-  )
-  return distributed.to_global(ts, ppo.replicated), ppo.init_env_state(), 0
-
-
 class Trainer:
   """The training loop of one run, with its progress reporter, checkpoints and stop signals.
 
@@ -299,9 +155,11 @@ class Trainer:
   `uv run` arrives twice.
   """
 
-  def __init__(self, runner: BaseRunner, session: Session, run_dir: Path, start_step: int):
+  def __init__(self, runner: RobotSpec, session: Session, run_dir: Path, start_step: int):
     self.runner = runner
     self.session = session
+    # What the robot's hooks (`on_checkpoint` -> `score_checkpoint`) see of the run.
+    runner.session = session
     self.run_dir = run_dir
     p = session.cfg.ppo_config
     self.total = int(p.num_timesteps)
@@ -378,7 +236,7 @@ class Trainer:
       logger.info(
         "interrupted: saved checkpoint at step %s. Resume with: %s",
         f"{self.last_checkpoint_step:,}",
-        run_record.resume_command(self.runner.run_dir_path()),
+        resume.resume_command(self.runner.run_dir_path()),
       )
     return 0
 
@@ -443,7 +301,7 @@ class Trainer:
       if step >= next_log or step >= self.total:
         fetched = distributed.host_local(pending)
         pending = []
-        merged = _merge_metrics(fetched)
+        merged = progress.merge_metrics(fetched)
         now = time.monotonic()
         merged["perf/sps"] = (step - sps_timer[1]) / max(now - sps_timer[0], 1e-9)
         sps_timer = (now, step)
@@ -479,12 +337,22 @@ class Trainer:
       )
 
   def progress(self, step: int, metrics: dict[str, float]) -> None:
-    """Writes `metrics` to TensorBoard and prints the progress line (process 0 only)."""
+    """Writes `metrics` to TensorBoard, prints the progress line and calls the robot's `on_progress`.
+
+    Process 0 only; `on_progress` gets the finite scalars (what TensorBoard
+    keeps), and an exception it raises is logged, not raised.
+    """
     if not self.primary:
       return
     self.reporter.write(step, metrics)
     if "perf/sps" in metrics:
       self.reporter.console(step, metrics["perf/sps"])
+    scalars = {name: float(np.asarray(value)) for name, value in metrics.items()}
+    scalars = {name: value for name, value in scalars.items() if math.isfinite(value)}
+    try:
+      self.runner.on_progress(int(step), scalars)
+    except Exception as e:  # noqa: BLE001 - a callback failure must not stop training
+      logger.warning("on_progress at step %s failed: %s", f"{step:,}", _one_line(e))
 
   def evaluate(self, ts: ppo_lib.TrainingState, step: int) -> None:
     """Runs the evaluation episodes and logs `eval/*` (every process simulates its share)."""
@@ -516,15 +384,15 @@ class Trainer:
       "compat": s.compat,
       "versions": s.versions,
       "created": datetime.datetime.now().isoformat(timespec="seconds"),
-      "config_file": "../config.json",
+      "config_file": f"../{run_dirs.CONFIG_FILE}",
     }
     path = checkpointing.save(self.run_dir, step, tree, meta, extra=lambda d: self.export_policy(d, step, ts))
     checkpointing.prune(self.run_dir, self.keep_last)
     logger.info("checkpoint %s", path)
     try:
-      scalars = self.runner.score_checkpoint(path, int(step), s)
+      scalars = self.runner.on_checkpoint(int(step), path)
     except Exception as e:  # noqa: BLE001 - a scoring failure must not stop training
-      logger.warning("scoring checkpoint %s failed: %s", path, str(e).splitlines()[0][:300] if str(e) else repr(e))
+      logger.warning("scoring checkpoint %s failed: %s", path, _one_line(e))
       scalars = {}
     if scalars:
       self.reporter.write(step, scalars)
@@ -559,16 +427,6 @@ def _next_multiple(step: int, every: int) -> int:
   return (step // every + 1) * every
 
 
-def _merge_metrics(batch: list[dict]) -> dict[str, float]:
-  """Averages per-iteration metrics; episode stats weighted by episode count."""
-  out: dict[str, float] = {}
-  counts = np.array([float(m.get("episode/count", 0.0)) for m in batch])
-  for key in batch[0]:
-    values = np.array([float(m[key]) for m in batch])
-    if key == "episode/count":
-      out[key] = float(values.sum())
-    elif key.startswith("episode/"):
-      out[key] = float((values * counts).sum() / counts.sum()) if counts.sum() > 0 else float("nan")
-    elif key != "train/finite":
-      out[key] = float(values.mean())
-  return out
+def _one_line(e: Exception) -> str:
+  """An exception's first line, at most 300 characters (its repr when it has no message)."""
+  return str(e).splitlines()[0][:300] if str(e) else repr(e)

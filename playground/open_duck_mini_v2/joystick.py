@@ -19,6 +19,7 @@ from playground.common import rewards
 from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.references import FRAME_LAYOUT
 from playground.open_duck_mini_v2.references import feedforward_on
 from playground.open_duck_mini_v2.references import table_path
@@ -29,7 +30,7 @@ IMITATED_JOINTS = tuple(consts.ACTUATOR_NAMES.index(n) for n in consts.LEG_JOINT
 
 def default_config() -> config_dict.ConfigDict:
   """Default configuration of the joystick task."""
-  config = base.base_config()
+  config = shared_config.base_config()
   config.command_config = config_dict.ConfigDict(
     dict(
       lin_vel_x=(-0.15, 0.15),  # m/s

@@ -84,13 +84,13 @@ class Playback:
     seed: int = 0,
     runtime_options: Any = None,
   ):
-    from playground.open_duck_mini_v2 import base
     from playground.open_duck_mini_v2 import policy_io
+    from playground.open_duck_mini_v2 import robot_model
 
     self.policy_path, env_config, _ = policy_io.resolve_policy(policy_path)
     self.metadata = policy_io.read_metadata(self.policy_path)
     self.task = task or self.metadata.get("task") or "flat_terrain"
-    ids = base.RobotIndices.from_model(base.load_model(self.task))
+    ids = robot_model.RobotIndices.from_model(robot_model.load_model(self.task))
     policy_io.check_contract(self.metadata, ids.home_ctrl, float((env_config or {}).get("ctrl_dt", 0.02)))
     self.config = policy_io.play_config(self.metadata, env_config, noise=noise, delays=delays, randomization=randomize)
     self.pushes = pushes
@@ -133,7 +133,7 @@ def run(
   """Plays one episode headless; returns the summary (distance, tracking, fall and why)."""
   import mujoco
 
-  from playground.open_duck_mini_v2 import score
+  from playground.open_duck_mini_v2 import scorecard
 
   renderer = None
   frames = []
@@ -171,8 +171,8 @@ def run(
       control_period_s=playback.config.ctrl_dt,
       source=playback.source,
     )
-  window = max(1, int(round(score.TRACKING_WINDOW_S / playback.config.ctrl_dt)))
-  card = score.summarize([episode], [command], window)["commands"][command.name]
+  window = max(1, int(round(scorecard.TRACKING_WINDOW_S / playback.config.ctrl_dt)))
+  card = scorecard.summarize([episode], [command], window)["commands"][command.name]
   return {
     "seconds": round(float(episode["survival_s"]), 3),
     "distance_m": round(episode["distance_m"], 3),

@@ -49,7 +49,7 @@ _PRIVILEGED_FIELDS = (
 
 #: Optional critic block (`critic_dynamics`): the physical parameters domain
 #: randomization drew for this env, as differences from the nominal model
-#: (`base.dynamics_params`). The actor never sees it; the robot has no such
+#: (`sensing.dynamics_params`). The actor never sees it; the robot has no such
 #: reading.
 DYNAMICS_FIELDS = (
   ("trunk_com_offset", 3),  # m, trunk centre of mass minus nominal
@@ -179,7 +179,7 @@ def add_noise(readings: Readings, key: jax.Array, scales: Mapping[str, Any], lev
     readings: noiseless readings.
     key: PRNG key.
     scales: gyro and accelerometer (scalars), joint_pos and joint_vel (one
-      scale per joint, action order), e.g. from `base.noise_scales`.
+      scale per joint, action order), e.g. from `sensing.noise_scales`.
     level: global multiplier; 0 disables noise.
   """
   if level == 0.0:

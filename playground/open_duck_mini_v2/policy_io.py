@@ -22,6 +22,7 @@ from playground.common import onnx_export
 from playground.common import run_dirs
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.envs import ENVS
 from playground.open_duck_mini_v2.envs import env_class
 
@@ -131,8 +132,6 @@ def play_config(
   change it first, as `--set` does for training; an unknown key raises
   `ConfigError`. Pushes are the player's job (`player.Pushes`), never the env's.
   """
-  from playground.open_duck_mini_v2 import base
-
   config = env_class(metadata["env"]).default_config()
   if env_config is not None:
     config = config_dict.ConfigDict(env_config)
@@ -156,7 +155,7 @@ def play_config(
     # A residual policy's ONNX adds the reference gait itself; the player feeds
     # its output to `apply_action` as the runtime does (never `step`).
     config.reference.feedforward = False
-  return base.without_disturbances(config, noise=noise, delays=delays, randomization=randomization)
+  return shared_config.without_disturbances(config, noise=noise, delays=delays, randomization=randomization)
 
 
 def observation_history(onnx_path: str | Path) -> int:

@@ -48,9 +48,9 @@ import numpy as np
 from ml_collections import config_dict
 
 from playground.common import reference as ref_lib
-from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import references
+from playground.open_duck_mini_v2 import robot_model
 from playground.open_duck_mini_v2.references import FRAME_LAYOUT
 
 logger = logging.getLogger("playground")
@@ -259,7 +259,7 @@ def generate_cycle(ik: LegIK, command: Sequence[float], cfg: config_dict.ConfigD
 
 
 def make_ik(task: str = "flat_terrain") -> LegIK:
-  model = base.load_model(task)
+  model = robot_model.load_model(task)
   home = np.array(model.key(consts.HOME_KEYFRAME).qpos)
   return LegIK(model, home)
 

@@ -27,10 +27,11 @@ from playground.open_duck_mini_v2.envs import command_ranges
 from playground.open_duck_mini_v2.envs import env_class
 
 if TYPE_CHECKING:
-  from playground.common.trainer import Session
+  from playground.common.session import Session
 
 
 logger = logging.getLogger("playground")
+
 
 def _positive_int(text: str) -> int:
   try:
@@ -136,11 +137,11 @@ class OpenDuckMiniV2Runner(BaseRunner):
   @classmethod
   def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
     """What the robot runtime needs to feed and read the ONNX policy."""
-    from playground.open_duck_mini_v2 import base
     from playground.open_duck_mini_v2 import joystick
     from playground.open_duck_mini_v2 import observations
+    from playground.open_duck_mini_v2 import robot_model
 
-    ids = base.RobotIndices.from_model(base.load_model(task))
+    ids = robot_model.RobotIndices.from_model(robot_model.load_model(task))
     frequency = env_class(env_name).gait_frequency_of(env_config)
     ctrl_dt = float(env_config.ctrl_dt)
     history = int(env_config.get("observation_history", 0))
@@ -200,29 +201,29 @@ class OpenDuckMiniV2Runner(BaseRunner):
     out-of-range commands: the export must give finite actions that match JAX on them."""
     import numpy as np
 
-    from playground.open_duck_mini_v2 import base
+    from playground.open_duck_mini_v2 import robot_model
     from playground.open_duck_mini_v2 import runtime
 
     history = int(env_config.get("observation_history", 0))
-    model = base.load_model(task)
-    ids = base.RobotIndices.from_model(model)
+    model = robot_model.load_model(task)
+    ids = robot_model.RobotIndices.from_model(model)
     ranges = np.array(command_ranges(env_name, env_config))
     commands = np.stack([np.zeros(7), ranges[:, 1], ranges[:, 0], 3 * ranges[:, 1], np.r_[0.1, np.zeros(6)]])
     frames = runtime.first_frames(model, ids.home_ctrl, commands)
     if history:
-      # A runtime with a history repeats the first frame's sensors in it.
+      # The history block at zero: whatever a runtime starts its buffer with, the actions must be finite.
       frames = np.concatenate([frames, np.zeros((len(frames), history * 34), np.float32)], axis=1)
     return frames
 
   @classmethod
   def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
     """The joystick env's reference feed-forward when `reference.feedforward` is on."""
-    from playground.open_duck_mini_v2 import base
     from playground.open_duck_mini_v2 import joystick
+    from playground.open_duck_mini_v2 import robot_model
 
     if env_name != "joystick" or not joystick.feedforward_on(env_config):
       return None
-    ids = base.RobotIndices.from_model(base.load_model(task))
+    ids = robot_model.RobotIndices.from_model(robot_model.load_model(task))
     reference = joystick.load_reference(env_config)
     return joystick.make_feedforward(reference, ids.home_ctrl, float(env_config.action_scale))
 
@@ -235,7 +236,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
     Plays it twice: observed by the env's functions (`score.json`, `score/*`)
     and as the robot runtime does (`score_runtime.json`, `score/runtime_*`).
-    Also keeps the run's `best_policy.onnx` / `best_score.json` (`score.update_best`).
+    Also keeps the run's `best_policy.onnx` / `best_score.json` (`best_policy.update_best`).
     """
     mode = self.args.extra.get("score", "auto")
     if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or session.env_name != "joystick":
@@ -243,25 +244,28 @@ class OpenDuckMiniV2Runner(BaseRunner):
     policy = Path(step_dir) / "policy.onnx"
     if not policy.is_file():
       return {}
+    from playground.open_duck_mini_v2 import best_policy
     from playground.open_duck_mini_v2 import score
+    from playground.open_duck_mini_v2 import scorecard
 
     env_config = session.cfg.env_config.to_dict()
     card = score.score(policy, env_config, seeds=self.score_seeds(), task=session.task)
-    score.write(card, Path(step_dir))
-    logger.info("%s (step %s, %.1f s)", score.headline_line(card), f"{step:,}", card["wall_time_s"])
+    scorecard.write(card, Path(step_dir))
+    logger.info("%s (step %s, %.1f s)", scorecard.headline_line(card), f"{step:,}", card["wall_time_s"])
     # The same policy observed as the robot runtime does (runtime.py), with
     # a third of the seeds: its own card and score/runtime_* scalars.
     runtime_card = score.score(
       policy, env_config, seeds=max(2, self.score_seeds() // 3), task=session.task, source="runtime"
     )
-    score.write(runtime_card, Path(step_dir), "score_runtime")
-    logger.info("%s (%.1f s)", score.headline_line(runtime_card), runtime_card["wall_time_s"])
+    scorecard.write(runtime_card, Path(step_dir), "score_runtime")
+    logger.info("%s (%.1f s)", scorecard.headline_line(runtime_card), runtime_card["wall_time_s"])
     run_dir = Path(step_dir).parent
-    if score.update_best(run_dir, Path(step_dir), card):
+    if best_policy.update_best(run_dir, Path(step_dir), card):
       logger.info(
-        "best policy so far (walks on command, then fewest falls, then tracking error): %s", run_dir / score.BEST_POLICY
+        "best policy so far (walks on command, then fewest falls, then tracking error): %s",
+        run_dir / best_policy.BEST_POLICY,
       )
-    return {**score.tensorboard_scalars(card), **score.tensorboard_scalars(runtime_card, "score/runtime_")}
+    return {**scorecard.tensorboard_scalars(card), **scorecard.tensorboard_scalars(runtime_card, "score/runtime_")}
 
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
     return presets_lib.env_overrides(env_name, preset)

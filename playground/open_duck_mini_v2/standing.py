@@ -9,11 +9,12 @@ from ml_collections import config_dict
 from playground.common import rewards
 from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2 import shared_config
 
 
 def default_config() -> config_dict.ConfigDict:
   """Default configuration of the standing task."""
-  config = base.base_config()
+  config = shared_config.base_config()
   config.command_config = config_dict.ConfigDict(
     dict(
       neck_pitch=(-0.34, 1.1),

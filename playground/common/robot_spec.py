@@ -1,0 +1,193 @@
+"""`RobotSpec`: what a robot provides to be trained, and the hooks the trainer calls.
+
+Robot authors subclass `runner.BaseRunner` (a `RobotSpec` that can also
+resolve its configuration, train and parse its command line); this module
+holds the part the shared machinery reads: names, environments, PPO
+settings, optional hooks, and the callbacks `on_progress` and
+`on_checkpoint`. No JAX: the command line reads a robot's flags before JAX loads.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+from typing import ClassVar
+
+from ml_collections import config_dict
+
+from playground.common.run_args import ResolvedConfig
+from playground.common.run_args import RunArgs
+
+if TYPE_CHECKING:
+  import argparse
+
+  from mujoco_playground import MjxEnv
+
+  from playground.common.session import Session
+  from playground.common.training_env import RandomizationFn
+
+
+class RobotSpec(abc.ABC):
+  """One robot's environments, PPO settings and training hooks.
+
+  Subclasses set `robot` and implement the abstract methods; the optional
+  hooks below them have working defaults.
+
+  Attributes:
+    args: the run's flags (restored from the record by `--resume`).
+    resume_record: the run's record (`config.json`) once `--resume` has read it.
+    session: what the run trains with, set by the trainer once built (None before).
+  """
+
+  robot: ClassVar[str] = "robot"
+  presets: ClassVar[tuple[str, ...]] = ("full", "quick", "smoke")
+  #: One line per preset for `--help` (name -> summary); optional.
+  preset_summaries: ClassVar[dict[str, str]] = {}
+  default_env: ClassVar[str] = ""
+  default_task: ClassVar[str] = ""
+  #: Robot flags (`RunArgs.extra` keys) that do not change results: taken
+  #: from the record when not given, free to change on a resume.
+  CHANGEABLE_EXTRA: ClassVar[tuple[str, ...]] = ()
+  #: Env config keys the runner sets from its own flags in `resolve_config`
+  #: (e.g. a reference file's prepared path): `--resume` does not restore them
+  #: from the record, the restored flags set them again.
+  FLAG_ENV_KEYS: ClassVar[tuple[str, ...]] = ()
+
+  def __init__(self, args: RunArgs):
+    self.args = args
+    self._default_exp_name: str | None = None
+    self.resume_record: dict[str, Any] | None = None
+    self.session: Session | None = None
+
+  # ---- What a robot provides.
+
+  @abc.abstractmethod
+  def env_names(self) -> Sequence[str]:
+    """Names accepted by --env."""
+
+  @abc.abstractmethod
+  def task_names(self, env_name: str) -> Sequence[str]:
+    """Names accepted by --task for `env_name`."""
+
+  @abc.abstractmethod
+  def default_env_config(self, env_name: str) -> config_dict.ConfigDict:
+    """The env's `default_config()`."""
+
+  @abc.abstractmethod
+  def make_env(self, env_name: str, task: str, env_config: config_dict.ConfigDict) -> MjxEnv:
+    """Builds the unbatched MJX environment."""
+
+  @abc.abstractmethod
+  def make_randomizer(self, env: MjxEnv, env_config: config_dict.ConfigDict) -> RandomizationFn | None:
+    """Returns `fn(mjx_model, keys) -> (model, in_axes)` or None."""
+
+  @abc.abstractmethod
+  def ppo_config(self, env_name: str, preset: str) -> config_dict.ConfigDict:
+    """This robot's PPO hyper-parameters for a preset (`ppo_config.default_config()` updated)."""
+
+  @abc.abstractmethod
+  def run(self) -> int:
+    """Trains with `args`; returns the process exit status (implemented by `runner.BaseRunner`)."""
+
+  # ---- Optional hooks (defaults work for any robot).
+
+  def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
+    """Env config changes a preset makes (flattened keys); none by default."""
+    del env_name, preset
+    return {}
+
+  def make_eval_env(self, env_name: str, task: str, env_config: config_dict.ConfigDict) -> MjxEnv:
+    """The evaluation environment; the training env by default."""
+    return self.make_env(env_name, task, env_config)
+
+  @classmethod
+  def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
+    """Robot facts written into exported policy files (observation layout,
+    action order, scales, home pose, control period); none by default."""
+    del env_name, task, env_config
+    return {}
+
+  @classmethod
+  def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """The `reference.Feedforward` the env adds to the policy's action (the exported
+    policy adds it too), or None (the default: the network's action is the action)."""
+    del env_name, task, env_config
+    return None
+
+  @classmethod
+  def policy_input_bounds(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """(low, high) per policy input that the exported file clamps its input to
+    (e.g. commands to the trained range), or None (the default: no clamp)."""
+    del env_name, task, env_config
+    return None
+
+  @classmethod
+  def policy_probe_observations(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """Observations [k, obs_size] the export must handle (e.g. a robot runtime's
+    first frames): checked against JAX and for finite actions; None by default."""
+    del env_name, task, env_config
+    return None
+
+  def on_progress(self, step: int, metrics: dict[str, float]) -> None:
+    """Called on process 0 each time the trainer logs progress; does nothing by default.
+
+    Args:
+      step: the env step count the metrics belong to.
+      metrics: the finite scalars just written to TensorBoard (a copy): once
+        `perf/compile_time_s` after the training step compiles; then at every
+        progress line the training metrics averaged since the last one
+        (`train/*`, `episode/*`) with `perf/sps`; after an evaluation, `eval/*`.
+
+    Runs in the training thread between steps: keep it short. An exception is
+    logged, not raised (training goes on).
+    """
+    del step, metrics
+
+  def on_checkpoint(self, step: int, step_dir: Path) -> dict[str, float]:
+    """Called on process 0 once checkpoint `step` is complete; returns scalars for TensorBoard.
+
+    When it runs, `step_dir` holds the Orbax state (`state/`), `meta.json`
+    and `policy.onnx` (unless its export failed, which is logged), and older
+    checkpoints beyond `--keep_last` are pruned. The returned scalars (may be
+    empty) are written to TensorBoard at `step`. An exception is logged, not
+    raised (training goes on). The default calls `score_checkpoint` with
+    the run's `session`.
+
+    Args:
+      step: the env step count of the checkpoint.
+      step_dir: the checkpoint's directory (`<run_dir>/<step, 12 digits>`).
+    """
+    return self.score_checkpoint(step_dir, step, self.session)
+
+  def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
+    """Scores a just-written checkpoint; returns scalars for TensorBoard (none by default).
+
+    Robots override this to measure what return cannot show (e.g. whether the
+    policy walks on command). Called by the default `on_checkpoint`, with the
+    same guarantees (process 0, a complete checkpoint, exceptions logged).
+    """
+    del step_dir, step, session
+    return {}
+
+  def named_files(self, cfg: ResolvedConfig) -> dict[str, Any]:
+    """What may name input files of a run (robot flags, env config); their digests go into the record."""
+    return {"extra": self.args.extra, "env_config": cfg.env_config.to_dict()}
+
+  @classmethod
+  def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+    """Robot-specific flags; their values arrive in `RunArgs.extra`."""
+    del parser
+
+  def run_dir_path(self) -> Path:
+    """`<output_dir>/<exp_name>` as named (symbolic links not resolved)."""
+    name = self.args.exp_name
+    if name is None:
+      if self._default_exp_name is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        self._default_exp_name = f"{self.robot}_{self.args.env}_{self.args.task}_{stamp}"
+      name = self._default_exp_name
+    return Path(self.args.output_dir).expanduser() / name

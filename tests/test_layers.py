@@ -1,0 +1,146 @@
+"""The layers of `playground/common`: no import cycles, and a command line that loads no JAX.
+
+The import graph is read from the source with `ast`, counting every import:
+module-level, function-level (deferred) and under `if TYPE_CHECKING:`. Each
+module may import only modules below it, so the graph must be acyclic.
+Run as a script to print the graph: `uv run python tests/test_layers.py`.
+"""
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+COMMON = REPO_ROOT / "playground" / "common"
+PACKAGE = "playground.common"
+
+#: Edges known to close a cycle, each waiting for an edit outside this test's
+#: owners: (importer, imported) -> what must change. The test fails once an
+#: edge here is gone, so that the entry is removed with it.
+PENDING: dict[tuple[str, str], str] = {}
+
+#: Modules the command line loads before JAX: none of them may import JAX at
+#: module level, nor a module of this package that does.
+JAX_FREE = ("cli", "runner", "robot_spec", "run_args", "run_record", "resume", "compat", "errors", "config", "run_dirs")
+HEAVY = ("jax", "jaxlib", "mujoco", "mujoco_playground", "brax", "flax", "optax", "orbax", "onnxruntime")
+
+
+def _imported_names(tree: ast.AST, at_import: bool = False) -> set[str]:
+  """Every module name imported under `tree` (`from a import b` gives "a" and "a.b").
+
+  With `at_import`, only the imports that run when the module is imported:
+  not those in function bodies nor under `if TYPE_CHECKING:`.
+  """
+  out = set()
+  todo = [tree]
+  while todo:
+    node = todo.pop()
+    if isinstance(node, ast.Import):
+      out.update(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module:
+      out.add(node.module)
+      out.update(f"{node.module}.{alias.name}" for alias in node.names)
+    if at_import and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+      continue
+    if at_import and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+      todo.extend(node.orelse)
+      continue
+    todo.extend(ast.iter_child_nodes(node))
+  return out
+
+
+def _imports(tree: ast.AST, modules: set[str], at_import: bool = False) -> set[str]:
+  """The modules of this package (among `modules`) that `tree` imports."""
+  out = set()
+  for name in _imported_names(tree, at_import):
+    if name.startswith(PACKAGE + "."):
+      first = name[len(PACKAGE) + 1 :].split(".")[0]
+      if first in modules:
+        out.add(first)
+  return out
+
+
+def _trees() -> dict[str, ast.Module]:
+  return {p.stem: ast.parse(p.read_text(), filename=str(p)) for p in sorted(COMMON.glob("*.py"))}
+
+
+def import_graph() -> dict[str, set[str]]:
+  """module -> the modules of `playground.common` it imports anywhere (deferred and TYPE_CHECKING included)."""
+  trees = _trees()
+  return {name: _imports(tree, set(trees)) - {name} for name, tree in trees.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+  """One import cycle of `graph` as [a, b, ..., a], or None."""
+  state: dict[str, int] = {}  # 1: on the current path, 2: done
+  path: list[str] = []
+
+  def visit(node: str) -> list[str] | None:
+    state[node] = 1
+    path.append(node)
+    for nxt in sorted(graph.get(node, ())):
+      if state.get(nxt) == 1:
+        return path[path.index(nxt) :] + [nxt]
+      if nxt not in state and (cycle := visit(nxt)):
+        return cycle
+    path.pop()
+    state[node] = 2
+    return None
+
+  for node in sorted(graph):
+    if node not in state and (cycle := visit(node)):
+      return cycle
+  return None
+
+
+def test_the_import_graph_of_common_is_acyclic():
+  graph = import_graph()
+  assert {"runner", "cli", "trainer", "run_record", "robot_spec"} <= set(graph)
+  for importer, imported in PENDING:
+    assert imported in graph[importer], f"{importer} -> {imported} is gone: remove it from PENDING"
+    graph[importer].discard(imported)
+  cycle = find_cycle(graph)
+  assert cycle is None, "import cycle in playground/common: " + " -> ".join(cycle)
+
+
+def test_find_cycle_finds_deferred_and_type_checking_imports():
+  tree = ast.parse(
+    "from typing import TYPE_CHECKING\n"
+    "if TYPE_CHECKING:\n  from playground.common.b import X\n"
+    "def f():\n  from playground.common import c\n"
+  )
+  assert _imports(tree, {"a", "b", "c"}) == {"b", "c"}
+  assert _imports(tree, {"a", "b", "c"}, at_import=True) == set()
+  assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+  assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_command_line_modules_import_no_jax_at_module_level():
+  trees = _trees()
+  for name in JAX_FREE:
+    seen, todo = set(), [name]
+    while todo:
+      module = todo.pop()
+      if module in seen:
+        continue
+      seen.add(module)
+      heavy = {n.split(".")[0] for n in _imported_names(trees[module], at_import=True)} & set(HEAVY)
+      assert not heavy, f"{name} imports {sorted(heavy)} at module level (through {module})"
+      todo.extend(_imports(trees[module], set(trees), at_import=True))
+
+
+def test_a_robot_runner_module_loads_without_jax():
+  code = (
+    "import sys\n"
+    "import playground.cartpole.runner, playground.common.cli, playground.common.runner\n"
+    f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+    "assert not heavy, heavy\n"
+  )
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
+  assert result.returncode == 0, result.stderr[-2000:]
+
+
+if __name__ == "__main__":
+  for module, imported in sorted(import_graph().items()):
+    sys.stdout.write(f"{module}: {', '.join(sorted(imported)) or '-'}\n")
