@@ -220,6 +220,7 @@ def test_the_run_keeps_the_walking_policy_with_the_fewest_falls_then_the_smalles
         "yaw_rate_error_radps": 0.3,
         "vx_at_0.1": vx,
         "yaw_rate_at_0.5": yaw,
+        "vx_at_0.1_phase_x1.3": vx,
       }
     }
 
@@ -249,7 +250,9 @@ def test_the_run_keeps_the_walking_policy_with_the_fewest_falls_then_the_smalles
   assert not best_policy.update_best(tmp_path, steps["000000000100"], card(4, 0.10, episodes=54))  # shares, not counts
   assert best() == ("000000000400", b"000000000400")
   assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
-  assert best_policy.walks_on_command({"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3})
+  assert best_policy.walks_on_command({"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3, "vx_at_0.1_phase_x1.3": 0.07})
+  # Walking at 1x but not with the runtime's phase button held is not walking on command.
+  assert not best_policy.walks_on_command({"vx_at_0.1": 0.08, "yaw_rate_at_0.5": 0.4, "vx_at_0.1_phase_x1.3": 0.02})
   assert not best_policy.walks_on_command({"yaw_rate_at_0.5": 0.5})  # no forward command scored: not walking
 
 
