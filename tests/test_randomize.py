@@ -86,6 +86,7 @@ def test_the_scorecard_can_play_the_models_a_run_trained_on(tmp_path):
   from helpers import write_policy
 
   from playground.common import training_env
+  from playground.open_duck_mini_v2 import player
   from playground.open_duck_mini_v2 import score
   from playground.open_duck_mini_v2.envs import env_class
 
@@ -97,14 +98,14 @@ def test_the_scorecard_can_play_the_models_a_run_trained_on(tmp_path):
   fn = randomize.make_randomization_fn(env.mj_model, targets, config.domain_randomization)
   venv = training_env.VecEnv(env, 100, fn, randomization_seed=3)
   trained, _ = venv.models(jp.array([4, 9]))  # what envs 4 and 9 of a run seeded 3 simulate
-  replayed = score._randomized_models(env, config, training_env.randomization_keys(3, [4, 9]))
-  fresh = score._randomized_models(env, config, jax.random.split(jax.random.PRNGKey(3), 2))
+  replayed = player.randomized_models(env.mj_model, config, training_env.randomization_keys(3, [4, 9]))
+  fresh = player.randomized_models(env.mj_model, config, jax.random.split(jax.random.PRNGKey(3), 2))
   for k in range(2):
     for name in ("body_ipos", "body_mass", "qpos0", "actuator_gainprm", "geom_friction"):
       np.testing.assert_allclose(getattr(replayed[k], name), np.asarray(getattr(trained, name)[k]), atol=1e-6)
     assert not np.allclose(fresh[k].body_ipos, replayed[k].body_ipos)
   policy = write_policy(tmp_path / "zero.onnx")
-  with pytest.raises(score.ScoreError, match="2 model keys for 9 episodes"):
+  with pytest.raises(score.ScoreError, match=r"2 model keys for 15 episodes \(15 commands x 1 seeds\)"):
     score.score(policy, seeds=1, model_keys=training_env.randomization_keys(3, [4, 9]))
 
 

@@ -183,6 +183,10 @@ def score(
   if pushes:
     commands = tuple(c if c.pushes else dataclasses.replace(c, pushes=training_pushes) for c in commands)
   episodes = [(c, s) for c in commands for s in range(seeds)]
+  if model_keys is not None and len(model_keys) != len(episodes):
+    raise ScoreError(
+      f"{len(model_keys)} model keys for {len(episodes)} episodes ({len(commands)} commands x {seeds} seeds)"
+    )
   played = player.play(
     policy_io.onnx_policy(policy_path, batched=True),
     metadata["env"],
