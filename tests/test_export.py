@@ -148,16 +148,7 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path):
   ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", config)
   assert ff is not None and OpenDuckMiniV2Runner.policy_feedforward("standing", "flat_terrain", config) is None
   size, actions = obs_lib.STATE_LAYOUT.size, obs_lib.NUM_ACTIONS
-  cfg = config_dict.ConfigDict(dict(policy_hidden_layer_sizes=(16,), value_hidden_layer_sizes=(8,), activation="swish"))
-  cfg.policy_obs_key, cfg.value_obs_key = "state", "state"
-  network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
-    {"state": (size,)}, actions, preprocess_observations_fn=running_statistics.normalize
-  )
-  params = network.policy_network.init(jax.random.PRNGKey(1))
-  ones = {"state": np.ones(size, np.float32)}
-  normalizer = running_statistics.RunningStatisticsState(
-    count=np.ones(()), mean={"state": np.zeros(size, np.float32)}, summed_variance=ones, std=ones
-  )
+  network, params, normalizer = _small_state_policy(size, actions, seed=1)
   path = tmp_path / "ff.onnx"
   export.export(path, network, normalizer, params, "state", actions, "swish", {}, ff)
 
@@ -196,16 +187,7 @@ def test_a_feedforward_policy_gives_finite_actions_on_the_runtime_first_frame(tm
   config.reference.feedforward = True
   ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", config)
   size, actions = obs_lib.STATE_LAYOUT.size, obs_lib.NUM_ACTIONS
-  cfg = config_dict.ConfigDict(dict(policy_hidden_layer_sizes=(16,), value_hidden_layer_sizes=(8,), activation="swish"))
-  cfg.policy_obs_key, cfg.value_obs_key = "state", "state"
-  network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
-    {"state": (size,)}, actions, preprocess_observations_fn=running_statistics.normalize
-  )
-  params = network.policy_network.init(jax.random.PRNGKey(2))
-  ones = {"state": np.ones(size, np.float32)}
-  normalizer = running_statistics.RunningStatisticsState(
-    count=np.ones(()), mean={"state": np.zeros(size, np.float32)}, summed_variance=ones, std=ones
-  )
+  network, params, normalizer = _small_state_policy(size, actions, seed=2)
   path = tmp_path / "ff.onnx"
   bounds = OpenDuckMiniV2Runner.policy_input_bounds("joystick", "flat_terrain", config)
   export.export(path, network, normalizer, params, "state", actions, "swish", {}, ff, bounds)
@@ -244,3 +226,18 @@ def test_the_export_fails_in_one_line_on_a_non_finite_action(tmp_path):
   fuzz = onnx_export.fuzz_observations(mean, np.ones(size, np.float32), probes=np.ones((2, size)))
   assert set(fuzz) == {"zeros", "probes", "10_std", "100_std", "plus_minus_1e3", "uniform_1e3"}
   assert all(np.all(np.isfinite(v)) for v in fuzz.values()) and np.abs(fuzz["plus_minus_1e3"]).max() == 1e3
+
+
+def _small_state_policy(size, actions, seed):
+  """A 16-unit Brax policy on a `state` observation of `size`, with an identity normalizer."""
+  cfg = config_dict.ConfigDict(dict(policy_hidden_layer_sizes=(16,), value_hidden_layer_sizes=(8,), activation="swish"))
+  cfg.policy_obs_key, cfg.value_obs_key = "state", "state"
+  network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
+    {"state": (size,)}, actions, preprocess_observations_fn=running_statistics.normalize
+  )
+  params = network.policy_network.init(jax.random.PRNGKey(seed))
+  ones = {"state": np.ones(size, np.float32)}
+  normalizer = running_statistics.RunningStatisticsState(
+    count=np.ones(()), mean={"state": np.zeros(size, np.float32)}, summed_variance=ones, std=ones
+  )
+  return network, params, normalizer

@@ -81,10 +81,9 @@ class EnvSource:
 
   name = "env"
 
-  def __init__(self, steps: _EnvSteps, models, seed: int, total_steps: int, phase_factor: np.ndarray):
+  def __init__(self, steps: _EnvSteps, models, key: jax.Array, total_steps: int, phase_factor: np.ndarray):
     self.steps = steps
     self.model_views = _ModelView(qpos0=jp.asarray(np.stack([m.qpos0 for m in models]), jp.float32))
-    key = jax.random.split(jax.random.PRNGKey(seed))[0]
     self.keys = np.asarray(jax.random.split(key, 2 * total_steps + 1))
     self.phase_factor = jp.asarray(phase_factor, jp.float32)
     self.info = None

@@ -165,8 +165,8 @@ def play(
   steps = env_steps(env_name, task, config)
   env = steps.env
   n = len(episodes)
-  key = jax.random.PRNGKey(seed)
-  _, k_models = jax.random.split(key)
+  # Models from one half of the seed's key, the env source's noise and delays from the other.
+  key, k_models = jax.random.split(jax.random.PRNGKey(seed))
   if model_keys is None:
     model_keys = jax.random.split(k_models, n)
   elif len(model_keys) != n:
@@ -183,7 +183,7 @@ def play(
   total = int(steps_of.max())
   phase_factor = np.array([c.phase_factor for c, _ in episodes], np.float32)
   if source == "env":
-    src = EnvSource(steps, models, seed, min(total, 10**6), phase_factor)
+    src = EnvSource(steps, models, key, total, phase_factor)
   else:
     src = RuntimeSource(
       env.mj_model, models, config, metadata, seed, phase_factor, runtime_options or runtime_lib.RuntimeOptions()

@@ -147,19 +147,11 @@ PRESETS: dict[str, Preset] = {
   ),
 }
 
-#: Settings every preset shares (`ppo_config.default_config()` changed).
-_COMMON_PPO = dict(
-  gae_lambda=0.95,
-  clipping_epsilon=0.2,
-  max_grad_norm=1.0,
-  activation="swish",
-)
-
 
 def ppo_config(preset: str) -> config_dict.ConfigDict:
   """The PPO settings of a preset."""
   c = ppo_defaults.default_config()
-  c.update(dict(_COMMON_PPO, **PRESETS[preset].ppo))
+  c.update(PRESETS[preset].ppo)
   return c
 
 

@@ -37,10 +37,14 @@ import mujoco
 import numpy as np
 
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import robot_model
+from playground.open_duck_mini_v2 import sensing
 
 #: The runtime's joint-velocity scale and its phase button's factor.
 JOINT_VEL_SCALE = 0.05
 PHASE_BUTTON_FACTOR = 1.3
+#: The head servos' places in the action (the runtime adds the head commands there).
+_HEAD = [consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]
 #: The runtime's observation size (no history).
 OBSERVATION_SIZE = 3 + 3 + 7 + 14 + 14 + 3 * 14 + 14 + 2 + 2
 
@@ -151,28 +155,21 @@ class RuntimeLoop:
       if self.loop_time > self.options.filter_after_s:
         targets = self.filter_state.copy()
     self.prev_motor_targets = targets.copy()
-    head = [consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]
-    targets[:, head] = targets[:, head] + np.asarray(commands, np.float64)[:, 3:7]
+    targets[:, _HEAD] = targets[:, _HEAD] + np.asarray(commands, np.float64)[:, 3:7]
     self.motor_targets = targets
     self.loop_time += self.ctrl_dt
     return targets
 
 
-def _index(model: mujoco.MjModel, objtype: mujoco.mjtObj, name: str) -> int:
-  idx = mujoco.mj_name2id(model, objtype, name)
-  if idx < 0:
-    raise ValueError(f"the model has no {objtype.name[6:].lower()} named '{name}'")
-  return idx
-
-
 class Hardware:
   """The simulated robot under the runtime: its sensors and servos, `n` at once.
 
-  Sensors are read from MuJoCo C data by name: the IMU's gyro and
+  Sensors are read from MuJoCo C data by name (`RobotIndices`): the IMU's gyro and
   accelerometer, the servo encoders (joint angle, plus the backlash play on
   backlash scenes, minus the servo's zero offset that randomization put in
   `qpos0`), their velocities and the foot switches. Noise is uniform,
-  `level * scale * U(-1, 1)`; the IMU lags `imu_steps` control steps (drawn
+  `level * scale * U(-1, 1)` with the training env's per-joint scales
+  (`sensing.noise_scales`); the IMU lags `imu_steps` control steps (drawn
   per robot). The servos receive the sent targets `action_steps` late
   (redrawn every step), move at most `max_motor_velocity` per second and
   stay in their range.
@@ -199,37 +196,16 @@ class Hardware:
   ):
     self.n = len(models)
     self.rng = rng
-    joints = [_index(nominal, mujoco.mjtObj.mjOBJ_JOINT, j) for j in consts.JOINT_NAMES]
-    self.qadr = nominal.jnt_qposadr[joints]
-    self.dadr = nominal.jnt_dofadr[joints]
-    backlash = [mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_JOINT, f"{j}_backlash") for j in consts.JOINT_NAMES]
-    self.backlash_q = [nominal.jnt_qposadr[b] if b >= 0 else None for b in backlash]
-    self.backlash_d = [nominal.jnt_dofadr[b] if b >= 0 else None for b in backlash]
-    self.zero_offsets = np.stack([m.qpos0[self.qadr] - nominal.qpos0[self.qadr] for m in models])
-
-    def sensor(name):
-      s = _index(nominal, mujoco.mjtObj.mjOBJ_SENSOR, name)
-      return slice(int(nominal.sensor_adr[s]), int(nominal.sensor_adr[s] + nominal.sensor_dim[s]))
-
-    self.gyro = sensor(consts.GYRO_SENSOR)
-    self.accel = sensor(consts.ACCELEROMETER_SENSOR)
-    self.contacts = [sensor(n) for n in consts.FEET_CONTACT_SENSORS]
-    self.ctrl_range = nominal.actuator_ctrlrange.copy()
+    self.ids = ids = robot_model.RobotIndices.from_model(nominal)
+    self.zero_offsets = np.stack([m.qpos0[ids.act_qpos] - ids.qpos0_nominal for m in models])
+    self.ctrl_range = np.stack([ids.ctrl_lower, ids.ctrl_upper], axis=1)
     level = float(noise["level"])
-    scales = noise["scales"]
-
-    def joint_scale(name):
-      if name in consts.HEAD_JOINT_NAMES:
-        return scales["joint_pos_head"]
-      return (
-        scales["joint_pos_hip"] if "hip" in name else scales["joint_pos_knee" if "knee" in name else "joint_pos_ankle"]
-      )
-
+    scales = sensing.noise_scales(noise["scales"])
     self.noise = {
-      "gyro": level * float(scales["gyro"]),
-      "accel": level * float(scales["accelerometer"]),
-      "pos": level * np.array([float(joint_scale(j)) for j in consts.JOINT_NAMES]),
-      "vel": level * float(scales["joint_vel"]),
+      "gyro": level * scales["gyro"],
+      "accel": level * scales["accelerometer"],
+      "pos": level * scales["joint_pos"],
+      "vel": level * scales["joint_vel"],
     }
     self.action_steps = tuple(int(x) for x in delay["action_steps"])
     lo, hi = (int(x) for x in delay["imu_steps"])
@@ -245,13 +221,14 @@ class Hardware:
   def sense(self, datas: Sequence[mujoco.MjData]) -> dict[str, np.ndarray]:
     """Noisy sensor readings [n, ...] as the runtime receives them."""
     n = self.n
-    q = np.stack([d.qpos[self.qadr] for d in datas])
-    qd = np.stack([d.qvel[self.dadr] for d in datas])
-    for j, (bq, bd) in enumerate(zip(self.backlash_q, self.backlash_d)):
-      if bq is not None:
-        q[:, j] += np.array([d.qpos[bq] for d in datas])
-        qd[:, j] += np.array([d.qvel[bd] for d in datas])
-    imu = np.stack([np.concatenate([d.sensordata[self.gyro], d.sensordata[self.accel]]) for d in datas])
+    ids = self.ids
+    # The encoder reads the servo's output shaft: the joint plus the backlash play behind it (backlash scenes).
+    mask = ids.encoder_backlash_mask
+    q = np.stack([d.qpos[ids.act_qpos] + mask * d.qpos[ids.encoder_backlash_qpos] for d in datas])
+    qd = np.stack([d.qvel[ids.act_dof] + mask * d.qvel[ids.encoder_backlash_dof] for d in datas])
+    imu = np.stack(
+      [np.concatenate([ids.sensor(d, consts.GYRO_SENSOR), ids.sensor(d, consts.ACCELEROMETER_SENSOR)]) for d in datas]
+    )
     imu = imu + np.concatenate(
       [self._uniform(self.noise["gyro"], (n, 3)), self._uniform(self.noise["accel"], (n, 3))], 1
     )
@@ -259,7 +236,7 @@ class Hardware:
       self.imu_buffer = np.repeat(imu[None], 4, axis=0)
     self.imu_buffer = np.concatenate([imu[None], self.imu_buffer[:-1]])
     imu = self.imu_buffer[self.imu_delay, np.arange(n)]
-    contacts = np.stack([[float(d.sensordata[s][0] > 0) for s in self.contacts] for d in datas])
+    contacts = np.stack([[float(ids.sensor(d, f)[0] > 0) for f in consts.FEET_CONTACT_SENSORS] for d in datas])
     return {
       "gyro": imu[:, :3],
       "accelerometer": imu[:, 3:],
@@ -293,7 +270,7 @@ def first_frames(task_model: mujoco.MjModel, init_pos: np.ndarray, commands: np.
   on the robot's first control step.
   """
   data = mujoco.MjData(task_model)
-  mujoco.mj_resetDataKeyframe(task_model, data, _index(task_model, mujoco.mjtObj.mjOBJ_KEY, consts.HOME_KEYFRAME))
+  mujoco.mj_resetDataKeyframe(task_model, data, task_model.key(consts.HOME_KEYFRAME).id)
   mujoco.mj_forward(task_model, data)
   commands = np.atleast_2d(np.asarray(commands, np.float64))
   k = len(commands)
