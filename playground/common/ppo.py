@@ -43,6 +43,7 @@ from jax.sharding import PartitionSpec as P
 from ml_collections import config_dict
 
 from playground.common import distributed
+from playground.common import symmetry
 from playground.common.ppo_config import default_config  # noqa: F401  (re-export)
 from playground.common.training_env import EnvState
 from playground.common.training_env import StepResult
@@ -147,17 +148,26 @@ class PPO:
     config: PPO hyper-parameters (`default_config()` layout).
     devices: devices to shard the environment batch over (default: every
       device of every process, see `playground.common.distributed`).
+    mirror: the robot's left/right mirror (`symmetry.Mirror`); required by
+      `symmetry_augmentation`, unused otherwise.
   """
 
   venv: VecEnv
   config: config_dict.ConfigDict
   devices: Any = None
+  mirror: symmetry.Mirror | None = None
 
   def __post_init__(self):
     cfg = self.config
     self.devices = list(self.devices or jax.devices())
     self.mesh = Mesh(np.array(self.devices), (AXIS,))
     validate(cfg, len(self.devices))
+    if not cfg.get("symmetry_augmentation", False):
+      self.mirror = None
+    elif self.mirror is None:
+      raise ValueError(
+        "ppo.symmetry_augmentation=True needs a robot whose runner defines policy_mirror; this one does not"
+      )
     self.obs_shapes = observation_shapes(self.venv.observation_size)
     obs_is_dict = isinstance(self.obs_shapes, Mapping)
     normalize = running_statistics.normalize if cfg.normalize_observations else (lambda x, y: x)
@@ -303,6 +313,9 @@ class PPO:
     # [unrolls, T, envs, ...] -> [unrolls * envs, T, ...]
     data = jax.tree_util.tree_map(lambda x: jp.swapaxes(x, 1, 2), data)
     data = jax.tree_util.tree_map(lambda x: jp.reshape(x, (-1,) + x.shape[2:]), data)
+
+    if self.mirror is not None:
+      data = symmetry.augment(data, self.mirror)
 
     learning_rate = learning_rate_at(cfg, _as_float(ts.env_steps))
     # Adam's step is proportional to its learning rate: scaling its update

@@ -132,6 +132,13 @@ class RobotSpec(abc.ABC):
     del env_name, task, env_config
     return None
 
+  @classmethod
+  def policy_mirror(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """The robot's left/right `symmetry.Mirror` of the env's observations and
+    actions, for `ppo.symmetry_augmentation`; None by default (no mirror)."""
+    del env_name, task, env_config
+    return None
+
   def on_progress(self, step: int, metrics: dict[str, float]) -> None:
     """Called on process 0 each time the trainer logs progress; does nothing by default.
 

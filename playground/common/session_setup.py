@@ -44,7 +44,8 @@ def build(runner: RobotSpec, cfg: ResolvedConfig) -> Session:
   randomizer = runner.make_randomizer(env, cfg.env_config)
   venv = training_env.VecEnv(env, episode_length, randomizer, randomization_seed=a.seed)
   try:
-    ppo = ppo_lib.PPO(venv, p)
+    mirror = runner.policy_mirror(a.env, a.task, cfg.env_config) if p.get("symmetry_augmentation") else None
+    ppo = ppo_lib.PPO(venv, p, mirror=mirror)
   except ValueError as e:
     raise RunError(str(e)) from None
   eval_env = distributed.localize_model(runner.make_eval_env(a.env, a.task, cfg.env_config))

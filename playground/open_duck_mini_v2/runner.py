@@ -216,6 +216,14 @@ class OpenDuckMiniV2Runner(BaseRunner):
     return frames
 
   @classmethod
+  def policy_mirror(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+    """The duck's left/right mirror (`mirror.policy_mirror`); the same for every env."""
+    del env_name
+    from playground.open_duck_mini_v2 import mirror
+
+    return mirror.policy_mirror(task, env_config)
+
+  @classmethod
   def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
     """The joystick env's reference feed-forward when `reference.feedforward` is on."""
     from playground.open_duck_mini_v2 import joystick
