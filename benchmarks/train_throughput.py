@@ -25,10 +25,10 @@ from benchmarks.common import time_call
 
 
 def build(env_name: str, task: str, preset: str, num_envs: int | None, overrides: list[str]):
-  from playground.common import ppo as ppo_lib
+  from playground.common.session_setup import make_ppo
 
   runner, env, venv, cfg = build_env(env_name, task, overrides, preset, num_envs)
-  return runner, env, venv, ppo_lib.PPO(venv, cfg.ppo_config), cfg
+  return runner, env, venv, make_ppo(runner, cfg, venv), cfg
 
 
 def run(args, impl: str, num_envs: int | None) -> dict:

@@ -44,8 +44,7 @@ def build(runner: RobotSpec, cfg: ResolvedConfig) -> Session:
   randomizer = runner.make_randomizer(env, cfg.env_config)
   venv = training_env.VecEnv(env, episode_length, randomizer, randomization_seed=a.seed)
   try:
-    mirror = runner.policy_mirror(a.env, a.task, cfg.env_config) if p.get("symmetry_augmentation") else None
-    ppo = ppo_lib.PPO(venv, p, mirror=mirror)
+    ppo = make_ppo(runner, cfg, venv)
   except ValueError as e:
     raise RunError(str(e)) from None
   eval_env = distributed.localize_model(runner.make_eval_env(a.env, a.task, cfg.env_config))
@@ -71,6 +70,17 @@ def build(runner: RobotSpec, cfg: ResolvedConfig) -> Session:
     step_cache=cache,
     versions=run_record.package_versions(),
   )
+
+
+def make_ppo(runner: RobotSpec, cfg: ResolvedConfig, venv: training_env.VecEnv) -> ppo_lib.PPO:
+  """The PPO learner of a run, with the robot's mirror when `ppo.symmetry_augmentation` asks for it.
+
+  Raises:
+    ValueError: an invalid PPO config, or symmetry asked of a robot without a mirror.
+  """
+  p, a = cfg.ppo_config, runner.args
+  mirror = runner.policy_mirror(a.env, a.task, cfg.env_config) if p.get("symmetry_augmentation") else None
+  return ppo_lib.PPO(venv, p, mirror=mirror)
 
 
 def make_step_cache(runner: RobotSpec, cfg: ResolvedConfig) -> step_cache_lib.StepCache:
