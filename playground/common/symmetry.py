@@ -11,9 +11,8 @@ velocity, yaw rate, roll joints). `SignedPermutation` is one such map;
 `augment` appends the mirror image of every trajectory of a PPO batch
 (`ppo.symmetry_augmentation`), as rsl_rl and Isaac Lab do: twice the data per
 environment step and a policy pushed towards symmetric gaits. The mirrored
-transitions keep the rewards, discounts and truncations of the originals;
-their behaviour log-probabilities are the collecting policy's own
-log-probabilities of the mirrored actions, so the PPO ratio stays exact.
+transitions keep the rewards, discounts, truncations and behaviour
+log-probabilities of the originals (see `augment` for why that ratio is exact).
 """
 
 from __future__ import annotations
