@@ -74,6 +74,17 @@ def base_height(height: jp.ndarray, target: float) -> jp.ndarray:
   return jp.square(height - target)
 
 
+def dof_pos_limits(qpos: jp.ndarray, lower: jp.ndarray, upper: jp.ndarray) -> jp.ndarray:
+  """Cost: radians by which joints are outside their soft range [lower, upper] (MuJoCo Playground's term)."""
+  return jp.sum(jp.clip(lower - qpos, 0.0) + jp.clip(qpos - upper, 0.0))
+
+
+def soft_limits(lower, upper, factor: float):
+  """The middle `factor` of each joint range [lower, upper], as (soft lower, soft upper)."""
+  mid, half = (lower + upper) / 2, (upper - lower) / 2
+  return mid - factor * half, mid + factor * half
+
+
 def feet_air_time(air_time: jp.ndarray, first_contact: jp.ndarray, command: jp.ndarray, threshold: float) -> jp.ndarray:
   """Reward for steps: sum over feet of (air_time - threshold) at touch-down.
 

@@ -65,7 +65,11 @@ def default_config() -> config_dict.ConfigDict:
         feet_air_time=1.0,
         feet_slip=-0.1,
         imitation=4.0,  # reference-gait imitation (0 turns it off); paid only for non-zero commands
+        # Radians of leg joints beyond the middle soft_joint_limit_factor of
+        # their range (a crouch resting on the knee stop pays it).
+        dof_pos_limits=0.0,
       ),
+      soft_joint_limit_factor=0.95,
       tracking_sigma=0.01,  # (m/s)^2: an error of 0.1 m/s earns exp(-1) of tracking_lin_vel
       ang_tracking_sigma=0.1,  # (rad/s)^2: an error of 0.3 rad/s earns exp(-0.9) of tracking_ang_vel
       head_tracking_sigma=0.1,
@@ -166,6 +170,13 @@ class Joystick(base.OpenDuckMiniV2Env):
           scales[f"imitation_{name}"] = imitation * float(weight)
     return scales
 
+  def _soft_leg_limits(self) -> tuple[np.ndarray, np.ndarray]:
+    """Soft (lower, upper) ranges of the leg joints (`reward_config.soft_joint_limit_factor`)."""
+    legs = list(IMITATED_JOINTS)
+    return rewards.soft_limits(
+      self._ids.ctrl_lower[legs], self._ids.ctrl_upper[legs], float(self._config.reward_config.soft_joint_limit_factor)
+    )
+
   def sample_command(self, rng: jax.Array) -> jax.Array:
     c = self._config.command_config
     keys = jax.random.split(rng, 9)
@@ -199,6 +210,9 @@ class Joystick(base.OpenDuckMiniV2Env):
         step.air_time, step.first_contact, command[:3], cfg.feet_air_time_threshold
       ),
       "feet_slip": lambda: rewards.feet_slip(readings.feet_contacts, readings.feet_vel.reshape(2, 3)[:, :2]),
+      "dof_pos_limits": lambda: rewards.dof_pos_limits(
+        (readings.joint_pos + self._ids.home_ctrl)[legs], *self._soft_leg_limits()
+      ),
     }
     active = self.active_reward_terms
     if self._reference is not None:
