@@ -54,10 +54,10 @@ def main() -> None:
   args = parser.parse_args()
   from playground.common import training_env
   from playground.open_duck_mini_v2 import policy_io
-  from playground.open_duck_mini_v2 import score
+  from playground.open_duck_mini_v2 import scoring
 
   policy, env_config, where = policy_io.resolve_policy(Path(args.path))
-  commands = score.suite()  # without the training-pushes entry: a fixed count of episodes per model key
+  commands = scoring.suite()  # without the training-pushes entry: a fixed count of episodes per model key
   trained_com = (env_config or {}).get("domain_randomization", {}).get("com_offset")
   variants = dict(VARIANTS)
   if not args.no_sweep:
@@ -79,7 +79,7 @@ def main() -> None:
       # The training models include the trunk offset's training margin, which the scorecard drops.
       margin = (env_config or {}).get("domain_randomization", {}).get("com_offset_margin", 0.0)
       overrides = (("domain_randomization.com_offset_margin", str(margin)),) if margin else ()
-    card = score.score(policy, env_config, seeds=args.seeds, commands=commands, overrides=overrides, model_keys=keys)
+    card = scoring.score(policy, env_config, seeds=args.seeds, commands=commands, overrides=overrides, model_keys=keys)
     results[name] = card["headline"]
     if name == "as_trained":
       fallen = [e for e in card["episodes"] if e["fell"]]

@@ -24,7 +24,7 @@ def run(preset: str, iterations: int) -> dict:
   import onnxruntime as ort
   from brax.training.acme import running_statistics
 
-  from playground.common import export
+  from playground.common import policy_file
   from playground.common import ppo as ppo_lib
   from playground.open_duck_mini_v2 import observations
   from playground.open_duck_mini_v2.runner import ppo_config
@@ -40,7 +40,7 @@ def run(preset: str, iterations: int) -> dict:
   normalizer = running_statistics.RunningStatisticsState(count=np.ones(()), mean=mean, summed_variance=std, std=std)
   with tempfile.TemporaryDirectory() as tmp:
     path = Path(tmp) / "policy.onnx"
-    export.export(path, network, normalizer, params, "state", observations.NUM_ACTIONS, cfg.activation, {})
+    policy_file.export(path, network, normalizer, params, "state", observations.NUM_ACTIONS, cfg.activation, {})
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1

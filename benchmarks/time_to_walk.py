@@ -30,7 +30,7 @@ from benchmarks.common import machine
 from playground.common import checkpointing
 from playground.common import config as config_lib
 from playground.open_duck_mini_v2 import best_policy
-from playground.open_duck_mini_v2 import score
+from playground.open_duck_mini_v2 import scoring
 
 RUNNER = Path(__file__).resolve().parents[1] / "playground" / "open_duck_mini_v2" / "runner.py"
 TARGET = {"falls": 0, **best_policy.WALKING_SPEEDS}
@@ -65,7 +65,7 @@ def in_run_score(step_dir: Path, seeds: int) -> dict | None:
   """The scorecard the runner wrote next to the checkpoint, if it played `seeds` episodes per command.
 
   The runner scores with the same suite, seeds and env config as `score.py`,
-  so its card is the one `score.score` would compute again.
+  so its card is the one `scoring.score` would compute again.
   """
   path = step_dir / "score.json"
   if not path.is_file():
@@ -85,7 +85,7 @@ def score_run(run_dir: Path, started: float, seeds: int, overrides: list[tuple[s
     written = (step_dir / checkpointing.META_FILE).stat().st_mtime
     card = in_run_score(step_dir, seeds) if not overrides else None
     if card is None:
-      card = score.score(step_dir / "policy.onnx", env_config, seeds=seeds, overrides=overrides)
+      card = scoring.score(step_dir / "policy.onnx", env_config, seeds=seeds, overrides=overrides)
     rows.append(
       {
         "step": int(step_dir.name),

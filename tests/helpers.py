@@ -9,7 +9,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 DUCK = REPO_ROOT / "playground" / "open_duck_mini_v2" / "runner.py"
 CARTPOLE = REPO_ROOT / "playground" / "cartpole" / "runner.py"
 EXPORT = REPO_ROOT / "playground" / "export.py"
-PLAYBACK = REPO_ROOT / "playground" / "open_duck_mini_v2" / "mujoco_infer.py"
+PLAYBACK = REPO_ROOT / "playground" / "open_duck_mini_v2" / "playback.py"
 
 
 #: XLA flags of the tests' subprocesses: half the CPU compile time of a
@@ -69,8 +69,8 @@ def write_policy(path, metadata_changes=None, bias=None, history=0):
   """
   import numpy as np
 
-  from playground.common import export
-  from playground.common import onnx_export
+  from playground.common import onnx_graph
+  from playground.common import policy_file
   from playground.open_duck_mini_v2 import observations as obs_lib
   from playground.open_duck_mini_v2.envs import env_class
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
@@ -78,7 +78,7 @@ def write_policy(path, metadata_changes=None, bias=None, history=0):
   config = env_class("joystick").default_config()
   config.observation_history = history
   size = obs_lib.state_layout(history).size
-  meta = export.policy_metadata(OpenDuckMiniV2Runner, "joystick", "flat_terrain", config, 0, "state")
+  meta = policy_file.policy_metadata(OpenDuckMiniV2Runner, "joystick", "flat_terrain", config, 0, "state")
   meta.update(metadata_changes or {})
   out_bias = np.zeros(28, np.float32)
   if bias is not None:
@@ -89,6 +89,6 @@ def write_policy(path, metadata_changes=None, bias=None, history=0):
       "hidden_1": {"kernel": np.zeros((8, 28), np.float32), "bias": out_bias},
     }
   }
-  model = onnx_export.build_model(np.zeros(size), np.ones(size), params, 14, "swish", meta)
+  model = onnx_graph.build_model(np.zeros(size), np.ones(size), params, 14, "swish", meta)
   path.write_bytes(model.SerializeToString())
   return path

@@ -29,7 +29,7 @@ TOLERANCE = {
 
 def _env(impl):
   # (domain randomization is applied by a VecEnv, not by the env itself)
-  config = shared_config.without_disturbances(joystick.default_config(), randomization=True)
+  config = shared_config.keeping_disturbances(joystick.default_config(), randomization=True)
   config.impl = impl
   config.naconmax_per_env = 64
   return joystick.Joystick("flat_terrain", config)

@@ -24,8 +24,8 @@ from playground.common.config import ConfigError
 from playground.common.runner import RunArgs
 from playground.common.runner import RunError
 from playground.common.tensorboard_reader import read_scalars
+from playground.open_duck_mini_v2 import gait_tables
 from playground.open_duck_mini_v2 import joystick
-from playground.open_duck_mini_v2 import references
 from playground.open_duck_mini_v2 import runner as runner_module
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
@@ -324,8 +324,8 @@ def test_resume_refuses_a_run_whose_built_in_reference_gait_changed(tmp_path):
   # The built-in gait is project data that an update may regenerate (stride_gain
   # 1.5 -> 1.75 did): a run records its digest, and a resume that would train on
   # another gait than the run started with is refused, touching nothing.
-  builtin = str(references.BUILTIN_TABLE)
-  digest = hashlib.sha256(references.BUILTIN_TABLE.read_bytes()).hexdigest()
+  builtin = str(gait_tables.BUILTIN_TABLE)
+  digest = hashlib.sha256(gait_tables.BUILTIN_TABLE.read_bytes()).hexdigest()
 
   def digests(env, *overrides):
     runner = OpenDuckMiniV2Runner(RunArgs(env=env, task="flat_terrain", preset="smoke", overrides=overrides))

@@ -13,8 +13,8 @@ from helpers import REPO_ROOT
 from helpers import run_cli
 from ml_collections import config_dict
 
-from playground.common import export
-from playground.common import onnx_export
+from playground.common import onnx_graph
+from playground.common import policy_file
 from playground.common import ppo as ppo_lib
 
 
@@ -29,10 +29,10 @@ def test_every_checkpoint_has_a_robot_ready_onnx_policy(smoke_run):
   actions = session.run(None, {"obs": [np.zeros(101, np.float32)]})[0][0]
   assert actions.shape == (14,) and np.all(np.abs(actions) <= 1.0)
   model = onnx.load(str(path))
-  assert model.opset_import[0].version == onnx_export.OPSET
+  assert model.opset_import[0].version == onnx_graph.OPSET
   ops = {node.op_type for node in model.graph.node}
   assert ops >= {"Sub", "Div", "MatMul", "Add", "Sigmoid", "Mul", "Slice", "Tanh", "Max", "Min"}
-  meta = onnx_export.read_metadata(path)
+  meta = onnx_graph.read_metadata(path)
   assert meta["action_names"][:2] == ["left_hip_yaw", "left_hip_roll"] and len(meta["action_names"]) == 14
   assert meta["observation_size"] == 101 and meta["observation_layout"][0] == {"name": "gyro", "start": 0, "size": 3}
   assert meta["action_scale"] == 0.25 and meta["control_period_s"] == 0.02 and len(meta["home_pose"]) == 14
@@ -67,11 +67,11 @@ def test_export_command_writes_a_verified_file(smoke_run, tmp_path):
   base = tmp_path / "untrained.onnx"
   result = run_cli(relative, "--untrained", "0", "--output", base, script=EXPORT, timeout=300)
   assert result.returncode == 0, result.stderr
-  assert onnx_export.read_metadata(base)["training_step"] == 0
+  assert onnx_graph.read_metadata(base)["training_step"] == 0
   weights = lambda path: [onnx.numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer]  # noqa: E731
   assert any(a.shape == b.shape and not np.array_equal(a, b) for a, b in zip(weights(out), weights(base)))
   obs = np.random.default_rng(0).normal(size=(64, 101)).astype(np.float32)
-  assert np.abs(onnx_export.run_onnx(base, obs)).max() < 0.3
+  assert np.abs(onnx_graph.run_onnx(base, obs)).max() < 0.3
 
 
 def test_export_command_reports_bad_paths_in_one_line(tmp_path):
@@ -108,33 +108,33 @@ def _random_policy(activation):
 def test_onnx_matches_jax_on_1000_observations(activation, tmp_path):
   network, normalizer, params = _random_policy(activation)
   path = tmp_path / "p.onnx"
-  diff = export.export(path, network, normalizer, params, "state", 3, activation, {"k": [1, 2]})
+  diff = policy_file.export(path, network, normalizer, params, "state", 3, activation, {"k": [1, 2]})
   assert diff <= 1e-5
-  obs = onnx_export.sample_observations(normalizer.mean["state"], normalizer.std["state"], 1000, seed=3)
-  jax_actions = export.jax_policy_fn(network, normalizer, params, "state")(obs)
-  np.testing.assert_allclose(onnx_export.run_onnx(path, obs), jax_actions, atol=1e-5)
-  assert onnx_export.read_metadata(path)["k"] == [1, 2]
+  obs = onnx_graph.sample_observations(normalizer.mean["state"], normalizer.std["state"], 1000, seed=3)
+  jax_actions = policy_file.jax_policy_fn(network, normalizer, params, "state")(obs)
+  np.testing.assert_allclose(onnx_graph.run_onnx(path, obs), jax_actions, atol=1e-5)
+  assert onnx_graph.read_metadata(path)["k"] == [1, 2]
 
 
 def test_parity_failure_is_loud_and_writes_nothing(tmp_path):
   network, normalizer, params = _random_policy("swish")
-  model = onnx_export.build_model(normalizer.mean["state"], normalizer.std["state"], params, 3, "swish")
-  wrong = export.jax_policy_fn(network, normalizer, params, "state")
-  with pytest.raises(onnx_export.ExportError, match="does not match the JAX policy"):
-    onnx_export.verify_parity(model, lambda obs: wrong(obs) + 1e-3, normalizer.mean["state"], normalizer.std["state"])
+  model = onnx_graph.build_model(normalizer.mean["state"], normalizer.std["state"], params, 3, "swish")
+  wrong = policy_file.jax_policy_fn(network, normalizer, params, "state")
+  with pytest.raises(onnx_graph.ExportError, match="does not match the JAX policy"):
+    onnx_graph.verify_parity(model, lambda obs: wrong(obs) + 1e-3, normalizer.mean["state"], normalizer.std["state"])
 
 
 def test_unknown_parameter_layouts_are_rejected():
   network, normalizer, params = _random_policy("swish")
   mean, std = normalizer.mean["state"], normalizer.std["state"]
-  with pytest.raises(onnx_export.ExportError, match="not a Brax MLP"):
-    onnx_export.build_model(mean, std, {"params": {"conv_0": params["params"]["hidden_0"]}}, 3, "swish")
-  with pytest.raises(onnx_export.ExportError, match="unsupported policy parameter layout"):
-    onnx_export.build_model(mean, std, {"weights": 1}, 3, "swish")
-  with pytest.raises(onnx_export.ExportError, match="expected 2 x 5"):
-    onnx_export.build_model(mean, std, params, 5, "swish")
-  with pytest.raises(onnx_export.ExportError, match="unsupported activation"):
-    onnx_export.build_model(mean, std, params, 3, "gelu")
+  with pytest.raises(onnx_graph.ExportError, match="not a Brax MLP"):
+    onnx_graph.build_model(mean, std, {"params": {"conv_0": params["params"]["hidden_0"]}}, 3, "swish")
+  with pytest.raises(onnx_graph.ExportError, match="unsupported policy parameter layout"):
+    onnx_graph.build_model(mean, std, {"weights": 1}, 3, "swish")
+  with pytest.raises(onnx_graph.ExportError, match="expected 2 x 5"):
+    onnx_graph.build_model(mean, std, params, 5, "swish")
+  with pytest.raises(onnx_graph.ExportError, match="unsupported activation"):
+    onnx_graph.build_model(mean, std, params, 3, "gelu")
 
 
 def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path):
@@ -150,7 +150,7 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path):
   size, actions = obs_lib.STATE_LAYOUT.size, obs_lib.NUM_ACTIONS
   network, params, normalizer = _small_state_policy(size, actions, seed=1)
   path = tmp_path / "ff.onnx"
-  export.export(path, network, normalizer, params, "state", actions, "swish", {}, ff)
+  policy_file.export(path, network, normalizer, params, "state", actions, "swish", {}, ff)
 
   # Observations with commands across (and beyond) the grid, zero commands,
   # and phases on the unit circle including the quadrant boundaries.
@@ -164,9 +164,9 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path):
   cmd, ph = ff.command_index, ff.phase_index
   obs[:, cmd : cmd + 3] = commands
   obs[:, ph], obs[:, ph + 1] = np.cos(phases), np.sin(phases)
-  network_only = export.jax_policy_fn(network, normalizer, params, "state")(obs)
+  network_only = policy_file.jax_policy_fn(network, normalizer, params, "state")(obs)
   offsets = np.asarray(jax.vmap(ff.jax_fn())(commands, phases))
-  got = onnx_export.run_onnx(path, obs)
+  got = onnx_graph.run_onnx(path, obs)
   np.testing.assert_allclose(got, network_only + offsets, atol=2e-5)
   assert np.all(offsets[:40] == 0.0)  # standing commands: the network alone
   assert np.abs(offsets[40:]).max() > 0.5  # the gait is in the output (about +-1.4 action units)
@@ -190,18 +190,18 @@ def test_a_feedforward_policy_gives_finite_actions_on_the_runtime_first_frame(tm
   network, params, normalizer = _small_state_policy(size, actions, seed=2)
   path = tmp_path / "ff.onnx"
   bounds = OpenDuckMiniV2Runner.policy_input_bounds("joystick", "flat_terrain", config)
-  export.export(path, network, normalizer, params, "state", actions, "swish", {}, ff, bounds)
+  policy_file.export(path, network, normalizer, params, "state", actions, "swish", {}, ff, bounds)
   model = robot_model.load_model("flat_terrain")
   home = robot_model.RobotIndices.from_model(model).home_ctrl
   commands = np.array([[0.0] * 7, [0.1, 0, 0, 0, 0, 0, 0], [0.15, 0.2, 1.0, 0, 0, 0, 0]])
   first = runtime.first_frames(model, home, commands)
   phase = obs_lib.STATE_LAYOUT.slices["phase"]
   assert np.all(first[:, phase] == 0.0)
-  got = onnx_export.run_onnx(path, first)
+  got = onnx_graph.run_onnx(path, first)
   assert np.all(np.isfinite(got))
   # The feed-forward reads phase (0, 0) as phase 0 (the env's first phase):
   # the file equals the JAX network plus the gait at phase 0.
-  network_only = export.jax_policy_fn(network, normalizer, params, "state")(first)
+  network_only = policy_file.jax_policy_fn(network, normalizer, params, "state")(first)
   gait = np.asarray(jax.vmap(ff.jax_fn())(first[:, 6:9], np.zeros(3, np.float32)))
   np.testing.assert_allclose(got, network_only + gait, atol=2e-5)
   assert np.abs(gait[1]).max() > 0.1 and np.all(gait[0] == 0.0)  # the gait at 0.1 m/s, none standing
@@ -219,11 +219,11 @@ def test_the_export_fails_in_one_line_on_a_non_finite_action(tmp_path):
   # A normalizer whose std is 0 for one input: (obs - mean) / 0 is inf or NaN away from the mean.
   mean, std = np.zeros(size, np.float32), np.ones(size, np.float32)
   std[0] = 0.0
-  model = onnx_export.build_model(mean, std, params, 3, "swish")
-  jax_like = lambda obs: onnx_export.run_onnx(model, obs)  # noqa: E731 - parity itself holds
-  with pytest.raises(onnx_export.ExportError, match=r"non-finite actions for \d+ of \d+ finite"):
-    onnx_export.verify_parity(model, jax_like, mean, np.ones(size, np.float32), n=8)
-  fuzz = onnx_export.fuzz_observations(mean, np.ones(size, np.float32), probes=np.ones((2, size)))
+  model = onnx_graph.build_model(mean, std, params, 3, "swish")
+  jax_like = lambda obs: onnx_graph.run_onnx(model, obs)  # noqa: E731 - parity itself holds
+  with pytest.raises(onnx_graph.ExportError, match=r"non-finite actions for \d+ of \d+ finite"):
+    onnx_graph.verify_parity(model, jax_like, mean, np.ones(size, np.float32), n=8)
+  fuzz = onnx_graph.fuzz_observations(mean, np.ones(size, np.float32), probes=np.ones((2, size)))
   assert set(fuzz) == {"zeros", "probes", "10_std", "100_std", "plus_minus_1e3", "uniform_1e3"}
   assert all(np.all(np.isfinite(v)) for v in fuzz.values()) and np.abs(fuzz["plus_minus_1e3"]).max() == 1e3
 

@@ -15,8 +15,8 @@ from mujoco import mjx
 
 from playground.common import randomize
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import gait_generator
 from playground.open_duck_mini_v2 import observations as obs_lib
-from playground.open_duck_mini_v2 import reference_motion
 from playground.open_duck_mini_v2 import robot_model
 from playground.open_duck_mini_v2 import sensing
 from playground.open_duck_mini_v2.envs import env_class
@@ -94,7 +94,7 @@ def test_joystick_stand_still_ignores_the_head(joystick):
 
 
 def test_metadata_writes_the_gait_frequency_the_env_uses(tmp_path, caplog):
-  table = reference_motion.load_default()
+  table = gait_generator.load_default()
   path = dataclasses.replace(table, period=0.55).save(tmp_path / "slow.npz")
   config = env_class("joystick").default_config()
   config.reward_config.scales.imitation = 1.0

@@ -1,4 +1,5 @@
-"""The layers of `playground/common`: no import cycles, and a command line that loads no JAX.
+"""The layers of `playground`: no import cycles, no library module importing a command-line script,
+and a command line that loads no JAX.
 
 The import graph is read from the source with `ast`, counting every import:
 module-level, function-level (deferred) and under `if TYPE_CHECKING:`. Each
@@ -133,12 +134,73 @@ def test_the_command_line_modules_import_no_jax_at_module_level():
 def test_a_robot_runner_module_loads_without_jax():
   code = (
     "import sys\n"
-    "import playground.cartpole.runner, playground.common.cli, playground.common.runner\n"
+    "import playground.cartpole.runner, playground.open_duck_mini_v2.runner\n"
+    "import playground.common.cli, playground.common.runner\n"
     f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
     "assert not heavy, heavy\n"
   )
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=120)
   assert result.returncode == 0, result.stderr[-2000:]
+
+
+def package_graph() -> tuple[dict[str, set[str]], set[str]]:
+  """(module -> the `playground` modules it imports anywhere, the command-line scripts).
+
+  Modules are dotted names (`open_duck_mini_v2.score`); a command-line script
+  is a module with an `if __name__ == "__main__":` block.
+  """
+  root = REPO_ROOT / "playground"
+  trees = {}
+  for path in sorted(root.rglob("*.py")):
+    parts = path.relative_to(root).with_suffix("").parts
+    trees[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = ast.parse(path.read_text(), filename=str(path))
+  graph = {}
+  for name, tree in trees.items():
+    out = set()
+    for imported in _imported_names(tree):
+      if not imported.startswith("playground."):
+        continue
+      module = imported[len("playground.") :]
+      while module and module not in trees:
+        module = module.rpartition(".")[0]
+      if module and module != name:
+        out.add(module)
+    graph[name] = out
+  scripts = {
+    name
+    for name, tree in trees.items()
+    if any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test) for node in tree.body)
+  }
+  return graph, scripts
+
+
+def test_the_import_graph_of_the_whole_package_is_acyclic():
+  graph, _ = package_graph()
+  assert {"open_duck_mini_v2.runner", "open_duck_mini_v2.score", "common.trainer", "export"} <= set(graph)
+  # Parents import their package's __init__ implicitly; only module-to-module edges count.
+  graph = {k: {m for m in v if m not in ("open_duck_mini_v2", "common", "cartpole")} for k, v in graph.items()}
+  cycle = find_cycle(graph)
+  assert cycle is None, "import cycle in playground: " + " -> ".join(cycle)
+
+
+def test_no_library_module_imports_a_command_line_script():
+  graph, scripts = package_graph()
+  assert {"export", "open_duck_mini_v2.score", "open_duck_mini_v2.playback", "open_duck_mini_v2.runner"} <= scripts
+  offenders = {name: sorted(graph[name] & scripts) for name in graph if name not in scripts and graph[name] & scripts}
+  assert not offenders, f"library modules import command-line scripts: {offenders}"
+
+
+#: The most lines a module of `playground` may hold: a longer one does more than one job.
+MAX_MODULE_LINES = 450
+
+
+def test_no_module_of_the_package_is_over_max_module_lines():
+  long = {
+    str(path.relative_to(REPO_ROOT)): n
+    for path in sorted((REPO_ROOT / "playground").rglob("*.py"))
+    if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+  }
+  assert not long, f"modules over {MAX_MODULE_LINES} lines (split them along their jobs): {long}"
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ import jax.numpy as jp
 import numpy as np
 import pytest
 
-from playground.common.observation import ObservationLayout
+from playground.common.observation_layout import ObservationLayout
 from playground.open_duck_mini_v2 import actuation
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
@@ -128,7 +128,7 @@ def test_the_history_holds_the_previous_frames_newest_first():
 
   from playground.open_duck_mini_v2.envs import env_class
 
-  config = shared_config.without_disturbances(env_class("joystick").default_config())
+  config = shared_config.keeping_disturbances(env_class("joystick").default_config())
   config.observation_history = 2
   env = env_class("joystick")(config=config)
   data = mujoco.MjData(env.mj_model)

@@ -11,11 +11,11 @@ from helpers import run_cli
 from helpers import write_policy
 from mujoco import mjx
 
-from playground.open_duck_mini_v2 import mujoco_infer
+from playground.open_duck_mini_v2 import playback as playback_cli
 from playground.open_duck_mini_v2 import player
 from playground.open_duck_mini_v2 import policy_io
-from playground.open_duck_mini_v2 import score
 from playground.open_duck_mini_v2 import scorecard
+from playground.open_duck_mini_v2 import scoring
 from playground.open_duck_mini_v2 import sensing
 from playground.open_duck_mini_v2.envs import env_class
 from playground.open_duck_mini_v2.observations import STATE_LAYOUT
@@ -28,9 +28,9 @@ def policy_path(smoke_run):
 
 
 def test_exported_policy_drives_mujoco_c_for_200_steps(policy_path):
-  playback = mujoco_infer.Playback(policy_path)
+  playback = playback_cli.Playback(policy_path)
   assert playback.config.action_scale == 0.25 and playback.metadata["training_step"] == 2560
-  summary = mujoco_infer.run(playback, player.Command("walk", ((0.0, 0.1, 0.0, 0.0),), 4.0))
+  summary = playback_cli.run(playback, player.Command("walk", ((0.0, 0.1, 0.0, 0.0),), 4.0))
   # Four seconds, or a fall named by its cause.
   assert summary["seconds"] == pytest.approx(4.0) or summary["fall_cause"] in player.FALL_CAUSES
   assert np.isfinite(summary["distance_m"]) and summary["fall_cause"] != "non-finite action"
@@ -43,13 +43,13 @@ def test_playback_is_the_scorecards_episode_with_the_policy_s_own_action_scale(t
   command = player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 1.5)
   home = np.asarray(policy_io.read_metadata(policy)["home_pose"])
   for source in player.SOURCES:
-    playback = mujoco_infer.Playback(policy, source=source)
+    playback = playback_cli.Playback(policy, source=source)
     assert playback.config.action_scale == 0.4
     ctrl = []
     episode = playback.play(command, lambda view, ctrl=ctrl: ctrl.append(view.ctrl[0].copy()))
     # The first target is within the servo's speed limit of home: exactly home + 0.4 tanh(0.2).
     np.testing.assert_allclose(ctrl[0], home + 0.4 * np.tanh(0.2), atol=1e-6)
-    card = score.score(policy, seeds=1, clean=True, commands=(command,), source=source)
+    card = scoring.score(policy, seeds=1, clean=True, commands=(command,), source=source)
     assert card["episodes"][0]["survival_s"] == episode["survival_s"]
     assert card["commands"]["stand"]["distance_m"] == round(episode["distance_m"], 4)  # the card rounds
     assert card["commands"]["stand"]["power_w"] == round(episode["power_w"], 4) > 0.0
@@ -59,7 +59,7 @@ def test_a_non_finite_action_ends_the_episode_as_a_named_failure(tmp_path):
   policy = write_policy(tmp_path / "nan.onnx", bias=np.full(14, np.nan, np.float32))
   command = player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 1.0)
   for source in player.SOURCES:
-    card = score.score(policy, seeds=2, commands=(command,), source=source)
+    card = scoring.score(policy, seeds=2, commands=(command,), source=source)
     assert card["commands"]["stand"]["falls"] == 2
     assert card["commands"]["stand"]["fall_causes"] == {"non-finite action": 2}
     assert card["headline"]["non_finite_action_episodes"] == 2
@@ -141,7 +141,7 @@ def test_playback_rejects_a_missing_policy_in_one_line(tmp_path):
 def test_a_policy_with_an_observation_history_plays_back_with_its_own_layout(tmp_path):
   policy = write_policy(tmp_path / "history.onnx", history=2)
   assert policy_io.observation_history(policy) == 2
-  playback = mujoco_infer.Playback(policy)
+  playback = playback_cli.Playback(policy)
   assert playback.config.observation_history == 2
   record = tmp_path / "history.npz"
   result = run_cli("--onnx", policy, "--duration", "0.2", "--record", record, script=PLAYBACK)
@@ -149,7 +149,7 @@ def test_a_policy_with_an_observation_history_plays_back_with_its_own_layout(tmp
   assert np.load(record)["obs"].shape == (10, 101 + 2 * 34)
   # The runtime observes 101 floats: a history policy is not played its way.
   with pytest.raises(policy_io.ScoreError, match="observes a history"):
-    score.score(policy, seeds=1, commands=(player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 0.2),), source="runtime")
+    scoring.score(policy, seeds=1, commands=(player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 0.2),), source="runtime")
   foreign = write_policy(tmp_path / "foreign.onnx", {"observation_layout": [{"name": "gyro", "start": 0, "size": 3}]})
   with pytest.raises(ValueError, match=r"not the Open Duck Mini V2's \(101 inputs, plus 34 per history frame\)"):
     policy_io.observation_history(foreign)

@@ -87,7 +87,7 @@ def test_the_scorecard_can_play_the_models_a_run_trained_on(tmp_path):
 
   from playground.common import training_env
   from playground.open_duck_mini_v2 import player
-  from playground.open_duck_mini_v2 import score
+  from playground.open_duck_mini_v2 import scoring
   from playground.open_duck_mini_v2.envs import env_class
 
   config = env_class("joystick").default_config()
@@ -105,8 +105,8 @@ def test_the_scorecard_can_play_the_models_a_run_trained_on(tmp_path):
       np.testing.assert_allclose(getattr(replayed[k], name), np.asarray(getattr(trained, name)[k]), atol=1e-6)
     assert not np.allclose(fresh[k].body_ipos, replayed[k].body_ipos)
   policy = write_policy(tmp_path / "zero.onnx")
-  with pytest.raises(score.ScoreError, match=r"2 model keys for 15 episodes \(15 commands x 1 seeds\)"):
-    score.score(policy, seeds=1, model_keys=training_env.randomization_keys(3, [4, 9]))
+  with pytest.raises(scoring.ScoreError, match=r"2 model keys for 15 episodes \(15 commands x 1 seeds\)"):
+    scoring.score(policy, seeds=1, model_keys=training_env.randomization_keys(3, [4, 9]))
 
 
 def test_the_trunk_offset_margin_widens_the_training_range_by_the_same_draw():

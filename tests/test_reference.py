@@ -13,17 +13,17 @@ from helpers import run_cli
 from ml_collections.config_dict import ConfigDict
 
 from playground.common import checkpointing
-from playground.common import onnx_export
+from playground.common import onnx_graph
 from playground.common import reference as ref_lib
 from playground.common.config import ConfigError
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import gait_generator as rm
+from playground.open_duck_mini_v2 import gait_tables
 from playground.open_duck_mini_v2 import joystick
-from playground.open_duck_mini_v2 import reference_motion as rm
-from playground.open_duck_mini_v2 import references
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
-SL = references.FRAME_LAYOUT.slices
+SL = gait_tables.FRAME_LAYOUT.slices
 
 
 @pytest.fixture(scope="module")
@@ -191,15 +191,15 @@ def test_community_file_converts_with_explicit_opt_in(tmp_path):
   path = tmp_path / "polynomial_coefficients.pkl"
   path.write_bytes(pickle.dumps(_community_entries()))
   with pytest.raises(ConfigError, match="--allow_pickle"):
-    references.from_polynomial_pickle(path, allow_pickle=False)
-  table = references.from_polynomial_pickle(path, allow_pickle=True)
+    gait_tables.from_polynomial_pickle(path, allow_pickle=False)
+  table = gait_tables.from_polynomial_pickle(path, allow_pickle=True)
   assert [list(a) for a in table.axes] == [[0.0, 0.1], [-0.05, 0.05], [0.0, 0.5]]
   assert table.num_phases == 27 and table.period == pytest.approx(0.54)
   knee = table.frames[0, 0, 0, :, SL["joint_pos"]][:, 3]
   np.testing.assert_allclose(knee, 1.4 + 0.1 * np.arange(27) / 27, atol=1e-6)
   np.testing.assert_array_equal(table.frames[..., SL["foot_contacts"]][..., 0], 1.0)
-  cached = references.prepare(path, True, tmp_path / "cache")
-  assert cached.suffix == ".npz" and references.prepare(path, True, tmp_path / "cache") == cached
+  cached = gait_tables.prepare(path, True, tmp_path / "cache")
+  assert cached.suffix == ".npz" and gait_tables.prepare(path, True, tmp_path / "cache") == cached
   np.testing.assert_array_equal(ref_lib.ReferenceTable.load(cached).frames, table.frames)
 
 
@@ -213,21 +213,21 @@ def test_community_grid_written_in_rounded_entry_names_is_accepted():
   for key, entry in entries.items():
     # Tag every entry with its yaw rate to check where it lands.
     entry["coefficients"]["dim_3"] = [float(key.split("_")[2]), 0.0, 0.0, 0.0]
-  table = references.from_polynomial_entries(entries)
+  table = gait_tables.from_polynomial_entries(entries)
   np.testing.assert_allclose(table.axes[2], yaw, atol=1e-3)
   assert np.ptp(np.diff(table.axes[2])) < 1e-9
   knee = table.frames[0, 0, :, 0, SL["joint_pos"]][:, 3]
   np.testing.assert_allclose(knee, np.round(yaw, 3), atol=1e-6)
   # A genuinely uneven grid is still refused.
   with pytest.raises(ConfigError, match="evenly spaced"):
-    references.from_polynomial_entries(_community_entries(xs=(0.0, 0.1, 0.3)))
+    gait_tables.from_polynomial_entries(_community_entries(xs=(0.0, 0.1, 0.3)))
 
 
 def test_incomplete_community_grid_names_the_missing_commands():
   entries = _community_entries()
   del entries["0.100_0.050_0.500"]
   with pytest.raises(ConfigError, match="missing commands 0.100_0.050_0.500"):
-    references.from_polynomial_entries(entries)
+    gait_tables.from_polynomial_entries(entries)
 
 
 def test_training_with_a_converted_community_file_logs_imitation_components(tmp_path):
@@ -251,7 +251,7 @@ def test_training_with_a_converted_community_file_logs_imitation_components(tmp_
   # The exported policy adds the community gait: its output minus the
   # network's (the graph's "residual") is the run's feed-forward.
   policy = checkpointing.resolve(tmp_path / "imitation") / "policy.onnx"
-  meta = onnx_export.read_metadata(policy)
+  meta = onnx_graph.read_metadata(policy)
   assert meta["feedforward"].startswith("the output includes the reference gait")
   model = onnx.load(str(policy))
   model.graph.output.append(onnx.helper.make_tensor_value_info("residual", onnx.TensorProto.FLOAT, None))

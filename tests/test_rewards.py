@@ -98,3 +98,14 @@ def test_gae_masks_truncated_steps():
     discount=0.9,
   )
   assert float(adv[1, 0]) == 0.0
+
+
+def test_dof_pos_limits_costs_radians_outside_the_soft_range():
+  lower, upper = jp.array([-1.0, 0.0]), jp.array([1.0, 2.0])
+  soft_lower, soft_upper = rewards.soft_limits(lower, upper, 0.9)
+  np.testing.assert_allclose(soft_lower, [-0.9, 0.1], rtol=1e-6)
+  np.testing.assert_allclose(soft_upper, [0.9, 1.9], rtol=1e-6)
+  # Inside the soft range: no cost; 0.05 below the first, 0.1 above the second: 0.15.
+  assert float(rewards.dof_pos_limits(jp.array([0.5, 1.0]), soft_lower, soft_upper)) == 0.0
+  cost = rewards.dof_pos_limits(jp.array([-0.95, 2.0]), soft_lower, soft_upper)
+  assert float(cost) == pytest.approx(0.15, rel=1e-5)

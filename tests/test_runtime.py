@@ -13,14 +13,14 @@ import mujoco
 import numpy as np
 import pytest
 
-from playground.common import onnx_export
+from playground.common import onnx_graph
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2 import player
 from playground.open_duck_mini_v2 import policy_io
 from playground.open_duck_mini_v2 import robot_model
 from playground.open_duck_mini_v2 import runtime
-from playground.open_duck_mini_v2 import score
 from playground.open_duck_mini_v2 import scorecard
+from playground.open_duck_mini_v2 import scoring
 from playground.open_duck_mini_v2 import sensing
 from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.envs import env_class
@@ -29,7 +29,7 @@ SLOTS = obs_lib.STATE_LAYOUT.slices
 
 
 def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame():
-  config = shared_config.without_disturbances(
+  config = shared_config.keeping_disturbances(
     env_class("joystick").default_config()
   )  # no noise, delays or randomization
   env = env_class("joystick")(task="flat_terrain", config=config)
@@ -134,7 +134,7 @@ WALKER = Path(__file__).parent / "fixtures" / "walker" / "policy.onnx"
 
 
 def _suite(*names, duration=None):
-  commands = [c for c in score.suite() if c.name in names]
+  commands = [c for c in scoring.suite() if c.name in names]
   return tuple(dataclasses.replace(c, duration=duration) if duration else c for c in commands)
 
 
@@ -144,9 +144,9 @@ def test_a_trained_policy_played_the_runtime_way_survives_its_first_second():
   first = runtime.first_frames(
     robot_model.load_model("flat_terrain"), policy_io.read_metadata(policy)["home_pose"], np.zeros((1, 7))
   )
-  assert np.all(np.isfinite(onnx_export.run_onnx(policy, first)))  # the runtime's first frame
+  assert np.all(np.isfinite(onnx_graph.run_onnx(policy, first)))  # the runtime's first frame
   commands = _suite("stand", "forward_0.1", "turn_left_0.5", duration=1.5)
-  card = score.score(policy, env_config, seeds=4, commands=commands, source="runtime")
+  card = scoring.score(policy, env_config, seeds=4, commands=commands, source="runtime")
   assert card["source"] == "runtime" and card["headline"]["falls"] == 0, scorecard.table(card)
   assert all(e["survival_s"] == pytest.approx(1.5) for e in card["episodes"])
 
@@ -155,7 +155,7 @@ def test_runtime_and_env_headlines_agree_on_a_trained_policy():
   """The same policy scored through both observation sources: the same card within its sampling noise."""
   policy, env_config, _ = policy_io.resolve_policy(WALKER)
   commands = _suite("stand", "forward_0.1", "turn_left_0.5", "turn_right_0.5")
-  cards = {src: score.score(policy, env_config, seeds=4, commands=commands, source=src) for src in player.SOURCES}
+  cards = {src: scoring.score(policy, env_config, seeds=4, commands=commands, source=src) for src in player.SOURCES}
   env, rt = cards["env"]["headline"], cards["runtime"]["headline"]
   assert env["falls"] == rt["falls"] == 0, (scorecard.table(cards["env"]), scorecard.table(cards["runtime"]))
   assert abs(env["vx_at_0.1"] - rt["vx_at_0.1"]) < 0.015

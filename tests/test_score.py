@@ -9,21 +9,21 @@ from helpers import run_cli
 from helpers import write_policy
 
 from playground.common import config as config_lib
-from playground.common import onnx_export
+from playground.common import onnx_graph
 from playground.common.tensorboard_reader import read_scalars
 from playground.open_duck_mini_v2 import best_policy
 from playground.open_duck_mini_v2 import joystick
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2 import player
 from playground.open_duck_mini_v2 import policy_io
-from playground.open_duck_mini_v2 import score
 from playground.open_duck_mini_v2 import scorecard
+from playground.open_duck_mini_v2 import scoring
 from playground.open_duck_mini_v2.envs import env_class
 
 SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
 #: Entries of the default suite, and those without pushes (the headline's falls).
-SUITE = len(score.suite(player.Pushes((0.1, 1.0), (5.0, 10.0))))
-UNPUSHED = len([c for c in score.suite() if c.pushes is None])
+SUITE = len(scoring.suite(player.Pushes((0.1, 1.0), (5.0, 10.0))))
+UNPUSHED = len([c for c in scoring.suite() if c.pushes is None])
 
 
 def score_config(metadata, env_config, clean, overrides=()):
@@ -83,14 +83,14 @@ def test_a_leaning_policy_is_measured_moving_or_falling(tmp_path):
   leaning = np.zeros(14, np.float32)
   leaning[[2, 11]] = [-3.0, 3.0]  # hip pitches forward
   policy = write_policy(tmp_path / "lean.onnx", bias=leaning)
-  commands = score.suite()[:2]
-  card = score.score(policy, seeds=1, clean=True, commands=commands)
+  commands = scoring.suite()[:2]
+  card = scoring.score(policy, seeds=1, clean=True, commands=commands)
   stand = card["commands"]["stand"]
   assert stand["falls"] == 1 or stand["distance_m"] > 0.05
 
 
 def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
-  commands = [c for c in score.suite() if c.name in ("left_0.1", "right_0.1", "forward_0.1")]
+  commands = [c for c in scoring.suite() if c.name in ("left_0.1", "right_0.1", "forward_0.1")]
 
   def episode(name, vel):
     command = next(c for c in commands if c.name == name)
@@ -130,7 +130,7 @@ def test_tracking_errors_rank_a_swaying_walker_above_a_standing_duck():
       command="forward_0.1", seed=0, fell=False, survival_s=8.0, distance_m=0.0, foot_slip_mps=0.0,
       joint_limit_share=0.0, action_smoothness=0.0, power_w=0.0, cmd=cmd, vel=vel,
     )  # fmt: skip
-    card = scorecard.summarize([episode], [c for c in score.suite() if c.name == "forward_0.1"], window)
+    card = scorecard.summarize([episode], [c for c in scoring.suite() if c.name == "forward_0.1"], window)
     return card["commands"]["forward_0.1"]["lin_vel_error_mps"]
 
   assert error(walking) < 0.05 < 0.1 == pytest.approx(error(np.zeros_like(cmd)))
@@ -143,9 +143,9 @@ def test_the_scorecard_names_the_joints_held_at_a_range_end(tmp_path):
   # range ends at 1.571): both knees sit at the limit, no other joint does.
   knees = np.zeros(14, np.float32)
   knees[[3, 12]] = 3.0
-  commands = score.suite()[:1]
-  bent = score.score(write_policy(tmp_path / "knees.onnx", bias=knees), seeds=1, clean=True, commands=commands)
-  home = score.score(write_policy(tmp_path / "home.onnx"), seeds=1, clean=True, commands=commands)
+  commands = scoring.suite()[:1]
+  bent = scoring.score(write_policy(tmp_path / "knees.onnx", bias=knees), seeds=1, clean=True, commands=commands)
+  home = scoring.score(write_policy(tmp_path / "home.onnx"), seeds=1, clean=True, commands=commands)
   by_joint = bent["commands"]["stand"]["joint_limit_by_joint"]
   assert set(by_joint) == {"left_knee", "right_knee"} and min(by_joint.values()) > 0.9, by_joint
   assert bent["commands"]["stand"]["joint_limit_share"] > 0.9
@@ -168,8 +168,8 @@ def test_the_scorecard_names_the_joints_held_at_a_range_end(tmp_path):
 )
 def test_a_mismatched_policy_is_refused_in_one_line(tmp_path, change, expected):
   policy = write_policy(tmp_path / "bad.onnx", change)
-  with pytest.raises(score.ScoreError, match=expected):
-    score.score(policy, seeds=1)
+  with pytest.raises(scoring.ScoreError, match=expected):
+    scoring.score(policy, seeds=1)
 
 
 def test_the_cli_refuses_a_mismatched_or_missing_policy_in_one_line(tmp_path):
@@ -257,8 +257,8 @@ def test_the_run_keeps_the_walking_policy_with_the_fewest_falls_then_the_smalles
 
 
 def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_ranges():
-  look = score.look_around()
-  assert look == score.look_around() and look != score.look_around(seed=1)
+  look = scoring.look_around()
+  assert look == scoring.look_around() and look != scoring.look_around(seed=1)
   assert look.duration == 20.0
   commands = np.stack([look.at(t) for t in np.arange(0.0, 20.0, 0.5)])
   assert np.all(commands[:, :3] == 0.0)  # stands still
@@ -268,7 +268,7 @@ def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_
   low, high = np.array([-0.34, -0.78, -1.5, -0.5]), np.array([1.1, 0.78, 1.5, 0.5])
   assert np.all(head >= low) and np.all(head <= high)
   # The velocity-only entries of the suite keep the head at home.
-  assert np.all(score.suite()[1].at(1.0)[3:] == 0.0)
+  assert np.all(scoring.suite()[1].at(1.0)[3:] == 0.0)
   with pytest.raises(ValueError, match="schedule entry"):
     player.Command("bad", ((0.0, 0.1, 0.0),)).at(0.0)
 
@@ -312,16 +312,16 @@ def test_an_onnx_file_takes_its_run_s_env_config_when_one_is_next_to_it(tmp_path
 
 def test_a_policy_with_an_observation_history_is_played_with_its_own_layout(tmp_path):
   policy = write_policy(tmp_path / "history.onnx", history=3)
-  meta = onnx_export.read_metadata(policy)
+  meta = onnx_graph.read_metadata(policy)
   assert meta["observation_size"] == 101 + 3 * 34 and meta["observation_history"] == 3
   config = score_config(meta, joystick.default_config().to_dict(), clean=False)
   assert config.observation_history == 3  # from the file, though the run's config says 0
   stand = player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), duration=1.0)
-  card = score.score(policy, seeds=1, commands=(stand,))
+  card = scoring.score(policy, seeds=1, commands=(stand,))
   assert card["commands"]["stand"]["falls"] == 0  # the home pose holds for a second
   # A layout that is neither 101 floats nor 101 plus whole 34-float frames is refused.
   odd = obs_lib.state_layout(1).to_json()
   odd[-1]["size"] = 35
   bad = write_policy(tmp_path / "bad.onnx", {"observation_layout": odd, "observation_size": 136}, history=1)
-  with pytest.raises(score.ScoreError, match="plus 34 per history frame"):
-    score.score(bad, seeds=1, commands=(stand,))
+  with pytest.raises(scoring.ScoreError, match="plus 34 per history frame"):
+    scoring.score(bad, seeds=1, commands=(stand,))

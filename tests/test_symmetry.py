@@ -9,7 +9,7 @@ from helpers import CARTPOLE
 from helpers import run_cli
 
 from playground.common import symmetry
-from playground.common.observation import ObservationLayout
+from playground.common.observation_layout import ObservationLayout
 from playground.common.symmetry import AXIAL
 from playground.common.symmetry import POLAR
 from playground.common.symmetry import SignedPermutation

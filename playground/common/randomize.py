@@ -50,7 +50,7 @@ def default_config() -> config_dict.ConfigDict:
       # Duck Playground's +-5 cm (battery, head and wiring placement vary).
       com_offset=0.05,
       # m added to `com_offset` in training only: the policy trains on a wider
-      # range than the scorecard judges it on (`score.score_config` drops it).
+      # range than the scorecard judges it on (`policy_io.play_config` drops it).
       com_offset_margin=0.0,
       link_mass_scale=(0.9, 1.1),  # x mass (and inertia) of every link
       trunk_extra_mass=(-0.1, 0.1),  # kg added to the trunk

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from playground.common.config import ConfigError
-from playground.common.observation import ObservationLayout
+from playground.common.observation_layout import ObservationLayout
 
 logger = logging.getLogger("playground")
 

@@ -31,7 +31,7 @@ from playground.common import checkpointing
 from playground.common import compat as compat_lib
 from playground.common import config as config_lib
 from playground.common import distributed
-from playground.common import export
+from playground.common import policy_file
 from playground.common import ppo as ppo_lib
 from playground.common import progress
 from playground.common import resume
@@ -407,8 +407,8 @@ class Trainer:
     ppo = s.ppo
     normalizer, policy_params, _ = ppo.inference_params(ts)
     obs_key = ppo.config.policy_obs_key if isinstance(ppo.obs_shapes, dict) else None
-    export.export_for_runner(
-      Path(directory) / export.POLICY_FILE,
+    policy_file.export_for_runner(
+      Path(directory) / policy_file.POLICY_FILE,
       type(self.runner),
       s.env_name,
       s.task,

@@ -22,7 +22,7 @@ from mujoco_playground import State
 
 from playground.common import backend
 from playground.common import config as config_lib
-from playground.common.observation import ObservationLayout
+from playground.common.observation_layout import ObservationLayout
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2.actuation import commanded_targets

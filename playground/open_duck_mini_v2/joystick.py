@@ -20,10 +20,10 @@ from playground.open_duck_mini_v2 import base
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2 import shared_config
-from playground.open_duck_mini_v2.references import FRAME_LAYOUT
-from playground.open_duck_mini_v2.references import feedforward_on
-from playground.open_duck_mini_v2.references import table_path
-from playground.open_duck_mini_v2.references import uses_reference
+from playground.open_duck_mini_v2.gait_tables import FRAME_LAYOUT
+from playground.open_duck_mini_v2.gait_tables import feedforward_on
+from playground.open_duck_mini_v2.gait_tables import table_path
+from playground.open_duck_mini_v2.gait_tables import uses_reference
 
 IMITATED_JOINTS = tuple(consts.ACTUATOR_NAMES.index(n) for n in consts.LEG_JOINT_NAMES)
 
@@ -254,7 +254,7 @@ def make_feedforward(reference: ref_lib.ReferenceTable, home: np.ndarray, action
 
 
 def load_reference(config: config_dict.ConfigDict) -> ref_lib.ReferenceTable:
-  """The reference table an env built from `config` reads (`references.table_path`).
+  """The reference table an env built from `config` reads (`gait_tables.table_path`).
 
   The same path is the one a run records the digest of, so the table the env
   reads and the one `--resume` checks cannot differ.

@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jp
 from flax import struct
 
-from playground.common.observation import ObservationLayout
+from playground.common.observation_layout import ObservationLayout
 
 NUM_ACTIONS = 14
 ACTION_HISTORY = 3

@@ -1,7 +1,7 @@
 """One player: a policy drives many simulated ducks in MuJoCo C, in lockstep.
 
 The scorecard (`score.py`) plays hundreds of episodes with it and playback
-(`mujoco_infer.py`) plays one; both get the same physics, command schedules,
+(`playback.py`) plays one; both get the same physics, command schedules,
 pushes and fall check. Where the observation comes from is the player's
 `source`:
 

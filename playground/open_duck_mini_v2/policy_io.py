@@ -1,6 +1,6 @@
 """A policy file and what it is played with: load, check its contract, the env config to play it.
 
-Shared by the scorecard (`score.py`) and playback (`mujoco_infer.py`):
+Shared by the scorecard (`score.py`) and playback (`playback.py`):
 both find a policy the same way, refuse the same foreign files and play it
 under its run's own configuration (action scale, gait frequency, history).
 """
@@ -18,7 +18,8 @@ from ml_collections import config_dict
 
 from playground.common import checkpointing
 from playground.common import config as config_lib
-from playground.common import onnx_export
+from playground.common import onnx_graph
+from playground.common import policy_file
 from playground.common import run_dirs
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
@@ -26,7 +27,8 @@ from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.envs import ENVS
 from playground.open_duck_mini_v2.envs import env_class
 
-POLICY_FILE = "policy.onnx"
+#: A checkpoint step's policy file (re-exported for the scorecard and playback).
+POLICY_FILE = policy_file.POLICY_FILE
 
 
 class ScoreError(ValueError):
@@ -51,7 +53,7 @@ def onnx_policy(path: str | Path, batched: bool = False) -> Callable[[np.ndarray
 def read_metadata(path: str | Path) -> dict[str, Any]:
   """The file's metadata; ScoreError (one line) for a file that is not ONNX."""
   try:
-    return onnx_export.read_metadata(path)
+    return onnx_graph.read_metadata(path)
   except Exception as e:  # onnx raises protobuf's DecodeError for a file that is not ONNX
     first = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
     raise ScoreError(f"{path} is not a readable ONNX policy: {first}") from None
@@ -82,7 +84,7 @@ def resolve_policy(path: str | Path) -> tuple[Path, dict[str, Any] | None, Path]
   step_dir = checkpointing.resolve(path)
   onnx_path = step_dir / POLICY_FILE
   if not onnx_path.is_file():
-    from playground.export import export_checkpoint  # the checkpoint's exporter (loads the training stack)
+    from playground.checkpoint_policy import export_checkpoint  # loads the training stack
 
     onnx_path, _ = export_checkpoint(step_dir)
   config_path = step_dir.parent / run_dirs.CONFIG_FILE
@@ -155,7 +157,7 @@ def play_config(
     # A residual policy's ONNX adds the reference gait itself; the player feeds
     # its output to `apply_action` as the runtime does (never `step`).
     config.reference.feedforward = False
-  return shared_config.without_disturbances(config, noise=noise, delays=delays, randomization=randomization)
+  return shared_config.keeping_disturbances(config, noise=noise, delays=delays, randomization=randomization)
 
 
 def observation_history(onnx_path: str | Path) -> int:

@@ -17,13 +17,13 @@ from typing import Any
 
 from ml_collections import config_dict
 
+from playground.common.config import ConfigError
 from playground.common.runner import REPO_ROOT
 from playground.common.runner import BaseRunner
 from playground.common.runner import ResolvedConfig
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import presets as presets_lib
 from playground.open_duck_mini_v2.envs import ENVS
-from playground.open_duck_mini_v2.envs import command_ranges
 from playground.open_duck_mini_v2.envs import env_class
 
 if TYPE_CHECKING:
@@ -41,6 +41,13 @@ def _positive_int(text: str) -> int:
   if value < 1:
     raise argparse.ArgumentTypeError(f"expected a whole number of episodes per command, at least 1, got {text!r}")
   return value
+
+
+def _hooks():
+  """`runner_hooks`, imported on first use: it loads JAX and MuJoCo, which the command line defers."""
+  from playground.open_duck_mini_v2 import runner_hooks
+
+  return runner_hooks
 
 
 def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
@@ -74,12 +81,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
     return env_class(env_name)(task=task, config=env_config)
 
   def make_randomizer(self, env, env_config: config_dict.ConfigDict):
-    from playground.common import randomize
-    from playground.open_duck_mini_v2 import envs
-
-    if not env_config.domain_randomization.enabled:
-      return None
-    return randomize.make_randomization_fn(env.mj_model, envs.randomization_targets(), env_config.domain_randomization)
+    return _hooks().make_randomizer(env, env_config)
 
   def ppo_config(self, env_name: str, preset: str) -> config_dict.ConfigDict:
     return ppo_config(env_name, preset)
@@ -114,12 +116,10 @@ class OpenDuckMiniV2Runner(BaseRunner):
     path = self.args.extra.get("reference")
     if path:
       if self.args.env != "joystick":
-        from playground.common.config import ConfigError
-
         raise ConfigError("--reference applies to --env joystick (the imitation reward)")
-      from playground.open_duck_mini_v2 import references
+      from playground.open_duck_mini_v2 import gait_tables  # its table layout loads JAX
 
-      table = references.prepare(path, bool(self.args.extra.get("allow_pickle")), REPO_ROOT / ".tmp" / "references")
+      table = gait_tables.prepare(path, bool(self.args.extra.get("allow_pickle")), REPO_ROOT / ".tmp" / "references")
       cfg.env_config.reference.path = str(table)
     return cfg
 
@@ -128,112 +128,38 @@ class OpenDuckMiniV2Runner(BaseRunner):
     run's record, so that `--resume` refuses a run whose gait a project update changed."""
     files = super().named_files(cfg)
     if self.args.env == "joystick":
-      from playground.open_duck_mini_v2 import references
+      from playground.open_duck_mini_v2 import gait_tables  # its table layout loads JAX
 
-      if references.uses_reference(cfg.env_config):
-        files["reference_table"] = str(references.table_path(cfg.env_config))
+      if gait_tables.uses_reference(cfg.env_config):
+        files["reference_table"] = str(gait_tables.table_path(cfg.env_config))
     return files
 
   @classmethod
   def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
-    """What the robot runtime needs to feed and read the ONNX policy."""
-    from playground.open_duck_mini_v2 import joystick
-    from playground.open_duck_mini_v2 import observations
-    from playground.open_duck_mini_v2 import robot_model
-
-    ids = robot_model.RobotIndices.from_model(robot_model.load_model(task))
-    frequency = env_class(env_name).gait_frequency_of(env_config)
-    ctrl_dt = float(env_config.ctrl_dt)
-    history = int(env_config.get("observation_history", 0))
-    layout = observations.state_layout(history)
-    phase_steps = 1.0 / (frequency * ctrl_dt)
-    if abs(phase_steps - round(phase_steps)) > 1e-3:
-      logger.warning(
-        "one gait period is %.3f control steps at %.0f Hz, not a whole number: a robot runtime that counts "
-        "whole steps per period (the Open Duck runtime does) will drift from the phase the policy was trained on",
-        phase_steps,
-        1.0 / ctrl_dt,
-      )
-    return {
-      "observation_layout": layout.to_json(),
-      "observation_size": layout.size,
-      "observation_history": history,
-      "joint_vel_scale": observations.JOINT_VEL_SCALE,
-      "command_names": list(observations.COMMAND_NAMES),
-      "action_names": list(consts.ACTUATOR_NAMES),
-      "action_scale": float(env_config.action_scale),
-      "home_pose": [float(x) for x in ids.home_ctrl],
-      "max_motor_velocity": float(env_config.max_motor_velocity),
-      "control_period_s": float(env_config.ctrl_dt),
-      "gait_frequency_hz": frequency,
-      "gait_period_steps": round(phase_steps, 6),
-      "motor_targets": "home_pose + action_scale * action (+ head command); the servos limit speed and range",
-      "command_range": {
-        name: list(r) for name, r in zip(observations.COMMAND_NAMES, command_ranges(env_name, env_config))
-      },
-      "input_clamp": "commands outside command_range are clamped to it inside the file, as in training",
-      "first_frame": "a (0, 0) phase, as the runtime observes before its first phase step, is phase 0 (cos 1, sin 0)",
-      "feedforward": (
-        "the output includes the reference gait at the observed command and phase (the network learned a residual)"
-        if env_name == "joystick" and joystick.feedforward_on(env_config)
-        else "none"
-      ),
-    }
+    """What the robot runtime needs to feed and read the ONNX policy (`runner_hooks.policy_metadata`)."""
+    return _hooks().policy_metadata(env_name, task, env_config)
 
   @classmethod
   def policy_input_bounds(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
     """The 7 commands clamped to the ranges the env trained with; other inputs unbounded."""
     del task
-    import numpy as np
-
-    from playground.open_duck_mini_v2 import observations
-
-    size = observations.state_layout(int(env_config.get("observation_history", 0))).size
-    low, high = np.full(size, -np.finfo(np.float32).max), np.full(size, np.finfo(np.float32).max)
-    start = observations.STATE_LAYOUT.slices["command"].start
-    for i, (lo, hi) in enumerate(command_ranges(env_name, env_config)):
-      low[start + i], high[start + i] = lo, hi
-    return low.astype(np.float32), high.astype(np.float32)
+    return _hooks().policy_input_bounds(env_name, env_config)
 
   @classmethod
   def policy_probe_observations(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-    """The Open Duck runtime's first frames (phase (0, 0), home pose at rest) at zero, edge and
-    out-of-range commands: the export must give finite actions that match JAX on them."""
-    import numpy as np
-
-    from playground.open_duck_mini_v2 import robot_model
-    from playground.open_duck_mini_v2 import runtime
-
-    history = int(env_config.get("observation_history", 0))
-    model = robot_model.load_model(task)
-    ids = robot_model.RobotIndices.from_model(model)
-    ranges = np.array(command_ranges(env_name, env_config))
-    commands = np.stack([np.zeros(7), ranges[:, 1], ranges[:, 0], 3 * ranges[:, 1], np.r_[0.1, np.zeros(6)]])
-    frames = runtime.first_frames(model, ids.home_ctrl, commands)
-    if history:
-      # The history block at zero: whatever a runtime starts its buffer with, the actions must be finite.
-      frames = np.concatenate([frames, np.zeros((len(frames), history * 34), np.float32)], axis=1)
-    return frames
+    """The Open Duck runtime's first frames at zero, edge and out-of-range commands."""
+    return _hooks().policy_probe_observations(env_name, task, env_config)
 
   @classmethod
   def policy_mirror(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
     """The duck's left/right mirror (`mirror.policy_mirror`); the same for every env."""
     del env_name
-    from playground.open_duck_mini_v2 import mirror
-
-    return mirror.policy_mirror(task, env_config)
+    return _hooks().policy_mirror(task, env_config)
 
   @classmethod
   def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
     """The joystick env's reference feed-forward when `reference.feedforward` is on."""
-    from playground.open_duck_mini_v2 import joystick
-    from playground.open_duck_mini_v2 import robot_model
-
-    if env_name != "joystick" or not joystick.feedforward_on(env_config):
-      return None
-    ids = robot_model.RobotIndices.from_model(robot_model.load_model(task))
-    reference = joystick.load_reference(env_config)
-    return joystick.make_feedforward(reference, ids.home_ctrl, float(env_config.action_scale))
+    return _hooks().policy_feedforward(env_name, task, env_config)
 
   def score_seeds(self) -> int:
     """Episodes per command of the in-run scorecard: `--score_seeds`, else the preset's `score_seeds`."""
@@ -249,32 +175,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
     mode = self.args.extra.get("score", "auto")
     if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or session.env_name != "joystick":
       return {}
-    policy = Path(step_dir) / "policy.onnx"
-    if not policy.is_file():
-      return {}
-    from playground.open_duck_mini_v2 import best_policy
-    from playground.open_duck_mini_v2 import score
-    from playground.open_duck_mini_v2 import scorecard
-
-    env_config = session.cfg.env_config.to_dict()
-    card = score.score(policy, env_config, seeds=self.score_seeds(), task=session.task)
-    scorecard.write(card, Path(step_dir))
-    logger.info("%s (step %s, %.1f s)", scorecard.headline_line(card), f"{step:,}", card["wall_time_s"])
-    # The same policy observed as the robot runtime does (runtime.py), with a
-    # sixth of the seeds (at least 2; a card costs about 3 s per seed on 2
-    # cores): its own card and score/runtime_* scalars.
-    runtime_card = score.score(
-      policy, env_config, seeds=max(2, self.score_seeds() // 6), task=session.task, source="runtime"
-    )
-    scorecard.write(runtime_card, Path(step_dir), "score_runtime")
-    logger.info("%s (%.1f s)", scorecard.headline_line(runtime_card), runtime_card["wall_time_s"])
-    run_dir = Path(step_dir).parent
-    if best_policy.update_best(run_dir, Path(step_dir), card):
-      logger.info(
-        "best policy so far (walks on command, then fewest falls, then tracking error): %s",
-        run_dir / best_policy.BEST_POLICY,
-      )
-    return {**scorecard.tensorboard_scalars(card), **scorecard.tensorboard_scalars(runtime_card, "score/runtime_")}
+    return _hooks().score_checkpoint(Path(step_dir), step, session, self.score_seeds())
 
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
     return presets_lib.env_overrides(env_name, preset)

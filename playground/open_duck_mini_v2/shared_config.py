@@ -1,4 +1,4 @@
-"""The settings every Open Duck Mini V2 task shares, and copies without disturbances."""
+"""The settings every Open Duck Mini V2 task shares, and copies keeping only some disturbances."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def base_config() -> config_dict.ConfigDict:
   )
 
 
-def without_disturbances(
+def keeping_disturbances(
   config: config_dict.ConfigDict,
   *,
   noise: bool = False,
@@ -92,11 +92,12 @@ def without_disturbances(
   randomization: bool = False,
   pushes: bool = False,
 ) -> config_dict.ConfigDict:
-  """A copy of a task config with the disturbances not asked for turned off.
+  """A copy of a task config keeping only the disturbances named True; the others are off.
 
-  For playback, scoring and checks that must see the policy or the physics
-  without (some of) sensor noise, action/IMU delays, domain randomization and
-  random pushes.
+  `keeping_disturbances(config)` is the clean env; `keeping_disturbances(config,
+  noise=True)` keeps the sensor noise only. For playback, scoring and checks
+  that must see the policy or the physics without (some of) sensor noise,
+  action/IMU delays, domain randomization and random pushes.
   """
   config = copy.deepcopy(config)
   if not noise:

@@ -1,6 +1,6 @@
 """Writing a trained policy as an ONNX file, checked against the JAX policy.
 
-`export` builds the ONNX model (`onnx_export`), verifies it against the Brax
+`export` builds the ONNX model (`onnx_graph`), verifies it against the Brax
 network and writes it atomically; `policy_metadata` is what every policy
 file says about its robot. Exporting a checkpoint from its run directory is
 `playground/export.py`.
@@ -17,7 +17,7 @@ import jax
 import numpy as np
 
 import playground
-from playground.common import onnx_export
+from playground.common import onnx_graph
 from playground.common import run_dirs
 
 if TYPE_CHECKING:
@@ -64,11 +64,11 @@ def export(
   file must match JAX on them and return finite actions.
 
   Raises:
-    onnx_export.ExportError: unknown layout or parity failure (nothing written).
+    onnx_graph.ExportError: unknown layout or parity failure (nothing written).
   """
   mean = normalizer.mean[obs_key] if obs_key else normalizer.mean
   std = normalizer.std[obs_key] if obs_key else normalizer.std
-  model = onnx_export.build_model(
+  model = onnx_graph.build_model(
     np.asarray(mean), np.asarray(std), policy_params, action_size, activation, metadata, feedforward, input_bounds
   )
   network_policy = jax_policy_fn(network, normalizer, policy_params, obs_key)
@@ -80,7 +80,7 @@ def export(
     actions = network_policy(obs)
     return actions + np.asarray(offsets(obs)) if offsets is not None else actions
 
-  diff = onnx_export.verify_parity(model, policy, mean, std, probes=probes)
+  diff = onnx_graph.verify_parity(model, policy, mean, std, probes=probes)
   run_dirs.write_atomic(Path(path), model.SerializeToString())
   return diff
 

@@ -1,8 +1,8 @@
 """Sim-to-sim playback: one episode of an ONNX policy (or a checkpoint) in MuJoCo C.
 
-    uv run playground/open_duck_mini_v2/mujoco_infer.py --onnx policy.onnx --vx 0.1 --video walk.mp4
-    uv run playground/open_duck_mini_v2/mujoco_infer.py --onnx policy.onnx --vx 0.1 --runtime --pushes
-    uv run playground/open_duck_mini_v2/mujoco_infer.py --checkpoint checkpoints/<run> --viewer
+    uv run playground/open_duck_mini_v2/playback.py --onnx policy.onnx --vx 0.1 --video walk.mp4
+    uv run playground/open_duck_mini_v2/playback.py --onnx policy.onnx --vx 0.1 --runtime --pushes
+    uv run playground/open_duck_mini_v2/playback.py --checkpoint checkpoints/<run> --viewer
 
 Playback is the scorecard's player (`player.play`) with one episode: the
 same physics, action pipeline, command schedule, pushes and fall check, and
@@ -22,6 +22,7 @@ MUJOCO_GL=osmesa (default: egl).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -33,6 +34,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from playground.common import config as config_lib
+from playground.open_duck_mini_v2 import constants as consts
+
+# MuJoCo picks its OpenGL backend from MUJOCO_GL when it is first imported, so
+# the modules that load MuJoCo (the player, the model, the policy checks) are
+# imported inside the functions, after `main` has set MUJOCO_GL.
 
 logger = logging.getLogger("playground")
 
@@ -101,8 +109,6 @@ class Playback:
 
   def play(self, command, on_step=None) -> dict[str, Any]:
     """Plays `command` (a `player.Command`); returns the episode's raw metrics (`player.play`)."""
-    import dataclasses
-
     from playground.open_duck_mini_v2 import player
 
     if self.pushes and command.pushes is None:
@@ -256,9 +262,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   args = parser.parse_args(argv)
 
   from playground.common import checkpointing
-  from playground.common import config as config_lib
-  from playground.common import onnx_export
-  from playground.open_duck_mini_v2 import constants as consts
+  from playground.common import onnx_graph
   from playground.open_duck_mini_v2 import policy_io
   from playground.open_duck_mini_v2.player import Command
 
@@ -276,7 +280,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
       path = args.onnx
       if args.checkpoint:
-        from playground.export import export_checkpoint  # the checkpoint's exporter (loads the training stack)
+        from playground.checkpoint_policy import export_checkpoint  # loads the training stack
 
         step_dir = checkpointing.resolve(Path(args.checkpoint))
         path = step_dir / policy_io.POLICY_FILE
@@ -303,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   except (
     config_lib.ConfigError,
     checkpointing.CheckpointError,
-    onnx_export.ExportError,
+    onnx_graph.ExportError,
     policy_io.ScoreError,
     FileNotFoundError,
     ValueError,

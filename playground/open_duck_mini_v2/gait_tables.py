@@ -29,7 +29,7 @@ logger = logging.getLogger("playground")
 NUM_JOINTS = len(consts.ACTUATOR_NAMES)
 #: Layout of one frame of the duck's reference tables.
 FRAME_LAYOUT = frame_layout(NUM_JOINTS)
-#: The built-in generated gait (`reference_motion.py generate`), used when
+#: The built-in generated gait (`gait_generator.py generate`), used when
 #: `reference.path` is empty.
 BUILTIN_TABLE = consts.ROOT_PATH / "data" / "reference_gait.npz"
 

@@ -1,0 +1,101 @@
+"""A checkpoint's policy as an ONNX file: the network rebuilt from the run's record, exported and checked.
+
+The checkpoint's run directory holds `config.json`, which names the robot,
+env, task and network settings; the network is rebuilt from it (the robot's
+runner is found in `registry`), exported with `common.policy_file`, and
+checked against the JAX policy before it is written. The command line is
+`playground/export.py`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from brax.training.acme import running_statistics
+from ml_collections import config_dict
+
+from playground import registry
+from playground.common import checkpointing
+from playground.common import policy_file
+from playground.common import ppo as ppo_lib
+from playground.common import run_dirs
+
+
+def export_checkpoint(
+  checkpoint: str | Path, output: str | Path | None = None, untrained_seed: int | None = None
+) -> tuple[Path, float]:
+  """Exports the policy of a checkpoint (step directory or run directory).
+
+  Args:
+    checkpoint: step directory, or run directory (its latest step).
+    output: file to write (default: `policy.onnx` in the step directory).
+    untrained_seed: if set, the same network with the policy weights PPO
+      initializes from this seed (the run's own initial policy for the run's
+      seed), behind the checkpoint's observation normalizer: the untrained
+      baseline a scorecard compares a trained policy with. Its metadata says
+      training step 0.
+
+  Returns:
+    (path written, max |onnx - jax| of the parity check).
+  """
+  step_dir = checkpointing.resolve(checkpoint)
+  meta = checkpointing.read_meta(step_dir)
+  config_path = step_dir.parent / run_dirs.CONFIG_FILE
+  if not config_path.is_file():
+    raise checkpointing.CheckpointError(f"{config_path} is missing: cannot tell which network to export")
+  config = json.loads(config_path.read_text())
+  runner_cls = registry.runner_class(config["robot"])
+  ppo_cfg = config_dict.ConfigDict(config["ppo_config"])
+  env_cfg = config_dict.ConfigDict(config["env_config"])
+  compat = meta["compat"]
+  shapes = compat["observation_shapes"]
+  obs_is_dict = isinstance(shapes, dict)
+  obs_shapes = {k: tuple(v) for k, v in shapes.items()} if obs_is_dict else tuple(shapes)
+  obs_key = ppo_cfg.policy_obs_key if obs_is_dict else None
+  try:
+    with ocp.StandardCheckpointer() as checkpointer:
+      tree = checkpointer.restore(step_dir / checkpointing.STATE_DIR)
+  except Exception as e:  # noqa: BLE001 - Orbax raises many types; all mean unloadable
+    raise checkpointing.CheckpointError(f"cannot load checkpoint {step_dir}: {str(e).splitlines()[0][:300]}") from e
+  ts = tree["training_state"]
+  norm = ts["normalizer_params"]
+  normalizer = running_statistics.RunningStatisticsState(
+    count=norm["count"], mean=norm["mean"], summed_variance=norm["summed_variance"], std=norm["std"]
+  )
+  normalizer = jax.tree_util.tree_map(np.asarray, normalizer)
+  network = ppo_lib.network_factory(ppo_cfg, obs_is_dict)(
+    obs_shapes,
+    compat["action_size"],
+    preprocess_observations_fn=running_statistics.normalize if ppo_cfg.normalize_observations else (lambda x, y: x),
+  )
+  policy_params = ts["params"]["policy"]
+  step = int(meta["step"])
+  if untrained_seed is not None:
+    _, key_policy, _ = jax.random.split(jax.random.PRNGKey(untrained_seed), 3)  # as PPO.init_training_state
+    policy_params = ppo_lib.init_policy_head(
+      network.policy_network.init(key_policy),
+      compat["action_size"],
+      ppo_cfg.init_noise_std,
+      ppo_cfg.init_action_mean_scale,
+    )
+    step = 0
+  out = Path(output) if output else step_dir / policy_file.POLICY_FILE
+  diff = policy_file.export_for_runner(
+    out,
+    runner_cls,
+    config["env"],
+    config["task"],
+    env_cfg,
+    step,
+    network,
+    normalizer,
+    policy_params,
+    obs_key,
+    compat["action_size"],
+    ppo_cfg.activation,
+  )
+  return out, diff

@@ -1,0 +1,151 @@
+"""The JAX side of the Open Duck Mini V2 runner: what its hooks build once a run has been validated.
+
+`runner.py` stays JAX-free (its command line checks flags, configs and run
+directories before JAX loads) and reaches this module through one deferred
+import. Each function here is the body of one `OpenDuckMiniV2Runner` hook;
+see `playground.common.robot_spec.RobotSpec` for what each hook promises.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from ml_collections import config_dict
+
+from playground.common import randomize
+from playground.common.policy_file import POLICY_FILE
+from playground.common.session import Session
+from playground.common.training_env import RandomizationFn
+from playground.open_duck_mini_v2 import best_policy
+from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import joystick
+from playground.open_duck_mini_v2 import mirror
+from playground.open_duck_mini_v2 import observations
+from playground.open_duck_mini_v2 import robot_model
+from playground.open_duck_mini_v2 import runtime
+from playground.open_duck_mini_v2 import scorecard
+from playground.open_duck_mini_v2 import scoring
+from playground.open_duck_mini_v2.envs import command_ranges
+from playground.open_duck_mini_v2.envs import env_class
+from playground.open_duck_mini_v2.envs import randomization_targets
+
+logger = logging.getLogger("playground")
+
+
+def make_randomizer(env, env_config: config_dict.ConfigDict) -> RandomizationFn | None:
+  """Domain randomization of the duck's floor, trunk and servos, or None when it is off."""
+  if not env_config.domain_randomization.enabled:
+    return None
+  return randomize.make_randomization_fn(env.mj_model, randomization_targets(), env_config.domain_randomization)
+
+
+def policy_metadata(env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
+  """What the robot runtime needs to feed and read the ONNX policy."""
+  ids = robot_model.RobotIndices.from_model(robot_model.load_model(task))
+  frequency = env_class(env_name).gait_frequency_of(env_config)
+  ctrl_dt = float(env_config.ctrl_dt)
+  history = int(env_config.get("observation_history", 0))
+  layout = observations.state_layout(history)
+  phase_steps = 1.0 / (frequency * ctrl_dt)
+  if abs(phase_steps - round(phase_steps)) > 1e-3:
+    logger.warning(
+      "one gait period is %.3f control steps at %.0f Hz, not a whole number: a robot runtime that counts "
+      "whole steps per period (the Open Duck runtime does) will drift from the phase the policy was trained on",
+      phase_steps,
+      1.0 / ctrl_dt,
+    )
+  return {
+    "observation_layout": layout.to_json(),
+    "observation_size": layout.size,
+    "observation_history": history,
+    "joint_vel_scale": observations.JOINT_VEL_SCALE,
+    "command_names": list(observations.COMMAND_NAMES),
+    "action_names": list(consts.ACTUATOR_NAMES),
+    "action_scale": float(env_config.action_scale),
+    "home_pose": [float(x) for x in ids.home_ctrl],
+    "max_motor_velocity": float(env_config.max_motor_velocity),
+    "control_period_s": float(env_config.ctrl_dt),
+    "gait_frequency_hz": frequency,
+    "gait_period_steps": round(phase_steps, 6),
+    "motor_targets": "home_pose + action_scale * action (+ head command); the servos limit speed and range",
+    "command_range": {
+      name: list(r) for name, r in zip(observations.COMMAND_NAMES, command_ranges(env_name, env_config))
+    },
+    "input_clamp": "commands outside command_range are clamped to it inside the file, as in training",
+    "first_frame": "a (0, 0) phase, as the runtime observes before its first phase step, is phase 0 (cos 1, sin 0)",
+    "feedforward": (
+      "the output includes the reference gait at the observed command and phase (the network learned a residual)"
+      if env_name == "joystick" and joystick.feedforward_on(env_config)
+      else "none"
+    ),
+  }
+
+
+def policy_input_bounds(env_name: str, env_config: config_dict.ConfigDict) -> tuple[np.ndarray, np.ndarray]:
+  """(low, high) of the policy's inputs: the 7 commands clamped to their training ranges, the rest unbounded."""
+  size = observations.state_layout(int(env_config.get("observation_history", 0))).size
+  low, high = np.full(size, -np.finfo(np.float32).max), np.full(size, np.finfo(np.float32).max)
+  start = observations.STATE_LAYOUT.slices["command"].start
+  for i, (lo, hi) in enumerate(command_ranges(env_name, env_config)):
+    low[start + i], high[start + i] = lo, hi
+  return low.astype(np.float32), high.astype(np.float32)
+
+
+def policy_probe_observations(env_name: str, task: str, env_config: config_dict.ConfigDict) -> np.ndarray:
+  """The Open Duck runtime's first frames (phase (0, 0), home pose at rest) at zero, edge and
+  out-of-range commands: the export must give finite actions that match JAX on them."""
+  history = int(env_config.get("observation_history", 0))
+  model = robot_model.load_model(task)
+  ids = robot_model.RobotIndices.from_model(model)
+  ranges = np.array(command_ranges(env_name, env_config))
+  commands = np.stack([np.zeros(7), ranges[:, 1], ranges[:, 0], 3 * ranges[:, 1], np.r_[0.1, np.zeros(6)]])
+  frames = runtime.first_frames(model, ids.home_ctrl, commands)
+  if history:
+    # The history block at zero: whatever a runtime starts its buffer with, the actions must be finite.
+    frames = np.concatenate([frames, np.zeros((len(frames), history * 34), np.float32)], axis=1)
+  return frames
+
+
+def policy_mirror(task: str, env_config: config_dict.ConfigDict) -> Any:
+  """The duck's left/right mirror (`mirror.policy_mirror`); the same for every env."""
+  return mirror.policy_mirror(task, env_config)
+
+
+def policy_feedforward(env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
+  """The joystick env's reference feed-forward when `reference.feedforward` is on, else None."""
+  if env_name != "joystick" or not joystick.feedforward_on(env_config):
+    return None
+  ids = robot_model.RobotIndices.from_model(robot_model.load_model(task))
+  reference = joystick.load_reference(env_config)
+  return joystick.make_feedforward(reference, ids.home_ctrl, float(env_config.action_scale))
+
+
+def score_checkpoint(step_dir: Path, step: int, session: Session, seeds: int) -> dict[str, float]:
+  """Plays a checkpoint's `policy.onnx` on the scorecard suite, twice, and keeps the run's best policy.
+
+  Observed by the env's functions (`score.json`, `score/*`) with `seeds`
+  episodes per command, then as the robot runtime does (`score_runtime.json`,
+  `score/runtime_*`) with a sixth of them (at least 2; a card costs about 3 s
+  per seed on 2 cores). Updates `best_policy.onnx` / `best_score.json`
+  (`best_policy.update_best`). Returns the TensorBoard scalars of both cards.
+  """
+  policy = Path(step_dir) / POLICY_FILE
+  if not policy.is_file():
+    return {}
+  env_config = session.cfg.env_config.to_dict()
+  card = scoring.score(policy, env_config, seeds=seeds, task=session.task)
+  scorecard.write(card, Path(step_dir))
+  logger.info("%s (step %s, %.1f s)", scorecard.headline_line(card), f"{step:,}", card["wall_time_s"])
+  runtime_card = scoring.score(policy, env_config, seeds=max(2, seeds // 6), task=session.task, source="runtime")
+  scorecard.write(runtime_card, Path(step_dir), "score_runtime")
+  logger.info("%s (%.1f s)", scorecard.headline_line(runtime_card), runtime_card["wall_time_s"])
+  run_dir = Path(step_dir).parent
+  if best_policy.update_best(run_dir, Path(step_dir), card):
+    logger.info(
+      "best policy so far (walks on command, then fewest falls, then tracking error): %s",
+      run_dir / best_policy.BEST_POLICY,
+    )
+  return {**scorecard.tensorboard_scalars(card), **scorecard.tensorboard_scalars(runtime_card, "score/runtime_")}
