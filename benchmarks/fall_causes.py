@@ -14,7 +14,7 @@ conditions on the randomized models the run trained on (environments 0, 1,
 Falling there as often as on fresh models means the policy is not merely
 specialized to the few hundred models it saw.
 
-  uv run python -m benchmarks.fall_causes checkpoints/ttwC/runs/walk/000008028160 --seeds 6
+  uv run python -m benchmarks.fall_causes checkpoints/<run>/<step> --seeds 6
 """
 
 from __future__ import annotations

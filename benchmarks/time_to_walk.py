@@ -136,8 +136,8 @@ def main() -> None:
     "--seeds",
     type=int,
     default=12,
-    help="scorecard episodes per command (3 under-read vx by 0.02 m/s in ttwC; 2 missed a 10%% fall rate in"
-    " presetP); the runner's own score is reused when it played as many",
+    help="scorecard episodes per command (fewer than 12 under-read speeds and miss rare falls: "
+    "docs/research-log.md); the runner's own score is reused when it played as many",
   )
   parser.add_argument("--png", default="time_to_walk.png")
   parser.add_argument(

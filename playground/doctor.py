@@ -45,7 +45,7 @@ PINNED = (
   "onnxruntime",
 )
 PRESETS = ("full", "cpu", "quick")
-#: Measured training env steps/s over env-only steps/s at the same batch (BENCHMARKS.md: 0.78-0.97).
+#: Measured training env steps/s over env-only steps/s at the same batch (docs/results.md: 0.78-0.97).
 TRAINING_PER_ENV = 0.8
 PROBE_ENVS = 128
 PROBE_STEPS_PER_CALL = 10
@@ -136,7 +136,7 @@ def probe_throughput(seconds: float, num_envs: int = PROBE_ENVS) -> dict[str, An
   env_sps = calls * PROBE_STEPS_PER_CALL * num_envs / elapsed
   # The probe runs on one device. On a CPU the runner trains on one JAX device
   # per core (`--cpu_devices auto`), which scaled training 2.0x on 2 cores
-  # (BENCHMARKS.md): count that in; a GPU trains on the device measured.
+  # (docs/results.md): count that in; a GPU trains on the device measured.
   devices = 1
   if jax.default_backend() == "cpu":
     from playground.common import distributed

@@ -33,7 +33,7 @@ def resolve_impl(impl: str, platform: str | None = None) -> str:
   `auto` is MuJoCo Warp on NVIDIA GPUs (MuJoCo's documentation reports it
   well ahead of the JAX implementation there) and the JAX implementation
   elsewhere: on a CPU it is about 3.5x faster than Warp for the Open Duck
-  Mini V2 (BENCHMARKS.md), and Warp runs on no other accelerator.
+  Mini V2 (docs/results.md), and Warp runs on no other accelerator.
 
   Args:
     impl: "auto", "jax" or "warp".
@@ -69,7 +69,7 @@ def setup_compilation_cache(cache_dir: str | None) -> Path:
 #: Where `playground/doctor.py` keeps its throughput measurement.
 PROBE_FILE = REPO_ROOT / ".tmp" / "doctor.json"
 #: Training env steps/s of the Open Duck Mini V2 on a 2-core CPU, one device
-#: per core (BENCHMARKS.md, 7,244 to 7,556): the estimate without a probe.
+#: per core (docs/results.md, 7,244 to 7,556): the estimate without a probe.
 STATIC_CPU_TRAINING_SPS = 7_000.0
 
 
@@ -80,14 +80,14 @@ def write_probe(result: dict) -> None:
 
 
 def cpu_training_estimate() -> tuple[float, str]:
-  """(training env steps/s on this CPU, where the number comes from): doctor's probe, else BENCHMARKS.md."""
+  """(training env steps/s on this CPU, where the number comes from): doctor's probe, else docs/results.md."""
   try:
     probe = json.loads(PROBE_FILE.read_text())
     if probe.get("backend") == "cpu" and float(probe["training_steps_per_s"]) > 0:
       return float(probe["training_steps_per_s"]), f"measured by playground/doctor.py ({PROBE_FILE})"
   except (OSError, ValueError, KeyError, TypeError):
     pass
-  return STATIC_CPU_TRAINING_SPS, "2-core CPU in BENCHMARKS.md; run playground/doctor.py to measure this machine"
+  return STATIC_CPU_TRAINING_SPS, "2-core CPU in docs/results.md; run playground/doctor.py to measure this machine"
 
 
 #: MuJoCo Warp's overflow bits that mean dropped contacts or constraints: all

@@ -71,7 +71,7 @@ def default_config() -> config_dict.ConfigDict:
       # No double support and no sway: played open loop through the servo
       # model (benchmarks/reference_openloop.py), this gait moves the duck at
       # 38-45% of a forward command; with 0.2 double support (0.16 s swings,
-      # faster than the servos) and 8 mm of sway it moved at 7% (BENCHMARKS.md).
+      # faster than the servos) and 8 mm of sway it moved at 7% (docs/results.md).
       double_support_ratio=0.0,
       swing_height=0.02,  # m (1.2 cm scuffs, 3.5 cm topples the duck)
       base_height_offset=0.01,  # m: walk 1 cm taller than the home pose (room for the swing; 0 topples it)
@@ -84,9 +84,7 @@ def default_config() -> config_dict.ConfigDict:
       # base velocities of the frames stay the command): feet that slip on
       # the ground need longer steps to carry the trunk at the command. Open
       # loop, 1.5 moves the duck at 68% of a 0.1 m/s command (38% at 1.0; 2.0
-      # topples it). Trained with the cpu preset's 256 x 256 policy, 1.75
-      # walks faster than 1.5 but falls more unless the critic observes the
-      # randomized physics (BENCHMARKS.md, runs bigM, presetP, critD).
+      # topples it); trained, 1.75 walks faster (docs/reference-gait.md).
       stride_gain=1.75,
       # Weight of the foot's roll in the leg IK (see `LegIK.solve`).
       foot_roll_weight=0.3,

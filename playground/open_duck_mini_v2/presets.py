@@ -33,7 +33,7 @@ class Preset:
   score_seeds: int = 2
 
 
-#: What made the CPU policy walk (BENCHMARKS.md, "Walking"), shared by `cpu` and `full`.
+#: What made the CPU policy walk (docs/results.md, "Walking: the `cpu` preset"), shared by `cpu` and `full`.
 _WALKING_ENV = {
   # Trunk centre-of-mass offsets of +-3 cm (the upstream's +-5 cm made every
   # fall of the CPU policy), trained at +-3.5 cm and judged at +-3.
