@@ -1,0 +1,148 @@
+"""Which kicks topple the policy: one kick per episode, by direction and strength.
+
+The scorecard's push entries kick every 3 s in random directions, so an
+episode falls if any of its kicks does. This plays one kick per episode
+instead, at `--kick_at` seconds, in a fixed direction relative to the trunk's
+heading at that moment (0 deg: forward, 90: to the left), and counts the
+episodes that fall within `--after` seconds. Randomization, noise and delays
+are on (the scorecard's conditions); the same seeds draw the same models for
+every direction and strength. Prints, per command, the fall share by
+direction and strength, the fall causes, and the mean time from kick to fall.
+
+It also prints, per direction, the largest kick the nominal model standing
+in its home pose can absorb without a step, by the linear inverted
+pendulum: (distance from the centre of mass to the edge of the soles'
+support polygon along the kick) x sqrt(g / centre-of-mass height). A kick
+above it needs a recovery step (or a hip motion the pendulum leaves out).
+
+  uv run python -m benchmarks.push_directions tests/fixtures/walker/policy.onnx --seeds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import emit
+from benchmarks.common import machine
+
+#: Commands played: name -> (vx, vy, yaw_rate).
+COMMANDS = {"stand": (0.0, 0.0, 0.0), "forward_0.1": (0.1, 0.0, 0.0)}
+
+
+def capture_limits(angles_deg: np.ndarray) -> dict[str, float]:
+  """Per direction (deg from the trunk's heading), the kick in m/s the home pose absorbs without a step."""
+  import mujoco
+  from scipy.spatial import ConvexHull
+
+  from playground.open_duck_mini_v2 import constants as consts
+
+  model = mujoco.MjModel.from_xml_path(str(consts.XML_DIR / "scene_flat_terrain.xml"))
+  data = mujoco.MjData(model)
+  mujoco.mj_resetDataKeyframe(model, data, model.key(consts.HOME_KEYFRAME).id)
+  mujoco.mj_forward(model, data)
+  corners = []
+  for name in consts.FEET_GEOMS:
+    g = model.geom(name).id
+    half = model.geom_size[g]
+    for signs in np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1])).T.reshape(-1, 3):
+      corners.append(data.geom_xpos[g] + data.geom_xmat[g].reshape(3, 3) @ (signs * half))
+  corners = np.array(corners)
+  hull = ConvexHull(corners[:, :2])
+  root = model.body(consts.ROOT_BODY).id
+  com = data.subtree_com[root]
+  omega = np.sqrt(-model.opt.gravity[2] / (com[2] - corners[:, 2].min()))
+  x_axis = data.xmat[root].reshape(3, 3)[:, 0]
+  heading = np.arctan2(x_axis[1], x_axis[0])
+  out = {}
+  for a in angles_deg:
+    u = np.array([np.cos(heading + np.radians(a)), np.sin(heading + np.radians(a))])
+    # Ray from the centre of mass to the hull: the nearest facet crossing (normals n, offsets b: n.x + b <= 0 inside).
+    n, b = hull.equations[:, :2], hull.equations[:, 2]
+    along = n @ u
+    t = np.where(along > 1e-9, -(n @ com[:2] + b) / np.where(along > 1e-9, along, 1.0), np.inf)
+    out[f"{a:.0f}"] = round(float(t.min() * omega), 3)
+  return out
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("path", help="run directory, checkpoint directory or .onnx file")
+  parser.add_argument("--seeds", type=int, default=3, help="episodes per command, direction and strength")
+  parser.add_argument("--directions", type=int, default=8, help="kick directions, evenly spaced")
+  parser.add_argument("--magnitudes", type=float, nargs="+", default=[0.3, 0.5, 0.7], help="kick strengths, m/s")
+  parser.add_argument("--kick_at", type=float, default=2.0, help="s into the episode")
+  parser.add_argument("--after", type=float, default=3.0, help="s played after the kick")
+  parser.add_argument("--runtime", action="store_true", help="observe as the robot runtime does")
+  args = parser.parse_args()
+  from playground.open_duck_mini_v2 import player
+  from playground.open_duck_mini_v2 import policy_io
+
+  policy_path, env_config, _ = policy_io.resolve_policy(Path(args.path))
+  metadata = policy_io.read_metadata(policy_path)
+  config = policy_io.play_config(metadata, env_config, noise=True, delays=True, randomization=True)
+  policy = policy_io.onnx_policy(policy_path, batched=True)
+  angles = np.arange(args.directions) * 360.0 / args.directions
+  duration = args.kick_at + args.after
+  cells = [(c, a, m) for c in COMMANDS for a in angles for m in args.magnitudes]
+  episodes = []
+  for name, a, m in cells:
+    command = player.Command(f"{name}_{a:.0f}deg_{m}", ((0.0, *COMMANDS[name]),), duration=duration)
+    episodes += [(command, s) for s in range(args.seeds)]
+  heading_angle = np.repeat(np.radians([a for _, a, _ in cells]), args.seeds)
+  strength = np.repeat([m for _, _, m in cells], args.seeds)
+  root = None
+
+  def on_step(view) -> None:
+    nonlocal root
+    dt = view.time_s / (view.t + 1)  # control period
+    if view.t + 1 != int(round(args.kick_at / dt)):
+      return
+    if root is None:
+      from playground.open_duck_mini_v2 import constants as consts
+
+      root = view.models[0].body(consts.ROOT_BODY).id
+    for i in np.flatnonzero(view.running):
+      x_axis = view.datas[i].xmat[root].reshape(3, 3)[:, 0]
+      world = heading_angle[i] + np.arctan2(x_axis[1], x_axis[0])
+      view.datas[i].qvel[0:2] += strength[i] * np.array([np.cos(world), np.sin(world)])
+
+  played = player.play(policy, metadata["env"], metadata.get("task") or "flat_terrain", config, metadata, episodes,
+                       source="runtime" if args.runtime else "env", on_step=on_step)  # fmt: skip
+  result = {
+    "policy": str(policy_path),
+    "source": "runtime" if args.runtime else "env",
+    "seeds": args.seeds,
+    "kick_at_s": args.kick_at,
+    "after_s": args.after,
+    "machine": machine(),
+    "no_step_capture_limit_mps_by_direction_deg": capture_limits(angles),
+    "falls_before_kick": int(sum(e["fell"] and e["survival_s"] <= args.kick_at for e in played)),
+    "commands": {},
+  }
+  for name in COMMANDS:
+    table, fall_times, causes = {}, [], {}
+    for m in args.magnitudes:
+      row = {}
+      for a in angles:
+        i = cells.index((name, a, m)) * args.seeds
+        eps = played[i : i + args.seeds]
+        fell = [e for e in eps if e["fell"] and e["survival_s"] > args.kick_at]
+        fall_times += [e["survival_s"] - args.kick_at for e in fell]
+        row[f"{a:.0f}"] = round(len(fell) / args.seeds, 3)
+        for e in fell:
+          causes[e["fall_cause"]] = causes.get(e["fall_cause"], 0) + 1
+      table[f"{m}"] = row
+    result["commands"][name] = {
+      "fall_share_by_strength_and_direction_deg": table,
+      "fall_share_by_strength": {k: round(float(np.mean(list(v.values()))), 3) for k, v in table.items()},
+      "fall_causes": causes,
+      "mean_s_kick_to_fall": round(float(np.mean(fall_times)), 2) if fall_times else None,
+    }
+  emit(result)
+
+
+if __name__ == "__main__":
+  main()
