@@ -437,6 +437,19 @@ def test_walking_presets_show_the_critic_the_randomized_physics_of_the_joystick_
     assert critic_dynamics("joystick", preset) is False
 
 
+def test_walking_presets_cost_leg_joints_near_their_range_ends_in_the_joystick_env_only():
+  def scale(env, preset, *overrides):
+    args = RunArgs(env=env, task="flat_terrain", preset=preset, overrides=list(overrides))
+    return OpenDuckMiniV2Runner(args).resolve_config().env_config.reward_config.scales.get("dof_pos_limits")
+
+  assert scale("joystick", "cpu") == -10.0
+  assert scale("joystick", "full") == -10.0  # the cpu recipe at GPU scale
+  assert scale("joystick", "cpu", "reward_config.scales.dof_pos_limits=0") == 0.0
+  for preset in ("quick", "smoke"):
+    assert scale("joystick", preset) == 0.0
+  assert scale("standing", "cpu") in (None, 0.0)  # not measured there
+
+
 def test_presets_that_train_a_walker_score_checkpoints_with_12_episodes_per_command():
   def seeds(preset, **extra):
     return OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset=preset, extra=extra)).score_seeds()
