@@ -2,8 +2,11 @@
 
 The scorecard's push entries kick every 3 s in random directions, so an
 episode falls if any of its kicks does. This plays one kick per episode
-instead, at `--kick_at` seconds, in a fixed direction relative to the trunk's
-heading at that moment (0 deg: forward, 90: to the left), and counts the
+instead, at `--kick_at` seconds plus seed / seeds of one gait period (so
+the seeds of a cell meet the gait at evenly spread phases: which foot is on
+the ground decides a walking duck's sideways recovery), in a fixed direction
+relative to the trunk's heading at that moment (0 deg: forward, 90: to the
+left), and counts the
 episodes that fall within `--after` seconds. Randomization, noise and delays
 are on (the scorecard's conditions); the same seeds draw the same models for
 every direction and strength. Prints, per command, the fall share by
@@ -85,26 +88,29 @@ def main() -> None:
   config = policy_io.play_config(metadata, env_config, noise=True, delays=True, randomization=True)
   policy = policy_io.onnx_policy(policy_path, batched=True)
   angles = np.arange(args.directions) * 360.0 / args.directions
-  duration = args.kick_at + args.after
+  period = 1.0 / float(metadata.get("gait_frequency_hz") or config.get("gait_frequency", 1.0))
+  duration = args.kick_at + period + args.after
   cells = [(c, a, m) for c in COMMANDS for a in angles for m in args.magnitudes]
   episodes = []
   for name, a, m in cells:
     command = player.Command(f"{name}_{a:.0f}deg_{m}", ((0.0, *COMMANDS[name]),), duration=duration)
     episodes += [(command, s) for s in range(args.seeds)]
   heading_angle = np.repeat(np.radians([a for _, a, _ in cells]), args.seeds)
+  kick_time = args.kick_at + np.tile(np.arange(args.seeds) / args.seeds * period, len(cells))
   strength = np.repeat([m for _, _, m in cells], args.seeds)
   root = None
 
   def on_step(view) -> None:
     nonlocal root
     dt = view.time_s / (view.t + 1)  # control period
-    if view.t + 1 != int(round(args.kick_at / dt)):
+    now = np.rint(kick_time / dt).astype(int) == view.t + 1
+    if not now.any():
       return
     if root is None:
       from playground.open_duck_mini_v2 import constants as consts
 
       root = view.models[0].body(consts.ROOT_BODY).id
-    for i in np.flatnonzero(view.running):
+    for i in np.flatnonzero(view.running & now):
       x_axis = view.datas[i].xmat[root].reshape(3, 3)[:, 0]
       world = heading_angle[i] + np.arctan2(x_axis[1], x_axis[0])
       view.datas[i].qvel[0:2] += strength[i] * np.array([np.cos(world), np.sin(world)])
@@ -119,7 +125,8 @@ def main() -> None:
     "after_s": args.after,
     "machine": machine(),
     "no_step_capture_limit_mps_by_direction_deg": capture_limits(angles),
-    "falls_before_kick": int(sum(e["fell"] and e["survival_s"] <= args.kick_at for e in played)),
+    "gait_period_s": round(period, 4),
+    "falls_before_kick": int(sum(e["fell"] and e["survival_s"] <= t for e, t in zip(played, kick_time))),
     "commands": {},
   }
   for name in COMMANDS:
@@ -129,8 +136,10 @@ def main() -> None:
       for a in angles:
         i = cells.index((name, a, m)) * args.seeds
         eps = played[i : i + args.seeds]
-        fell = [e for e in eps if e["fell"] and e["survival_s"] > args.kick_at]
-        fall_times += [e["survival_s"] - args.kick_at for e in fell]
+        kicked = kick_time[i : i + args.seeds]
+        fell = [(e, t) for e, t in zip(eps, kicked) if e["fell"] and e["survival_s"] > t]
+        fall_times += [e["survival_s"] - t for e, t in fell]
+        fell = [e for e, _ in fell]
         row[f"{a:.0f}"] = round(len(fell) / args.seeds, 3)
         for e in fell:
           causes[e["fall_cause"]] = causes.get(e["fall_cause"], 0) + 1
