@@ -6,8 +6,8 @@ instead, at `--kick_at` seconds plus seed / seeds of one gait period (so
 the seeds of a cell meet the gait at evenly spread phases: which foot is on
 the ground decides a walking duck's sideways recovery), in a fixed direction
 relative to the trunk's heading at that moment (0 deg: forward, 90: to the
-left), and counts the
-episodes that fall within `--after` seconds. Randomization, noise and delays
+left), and counts the episodes that fall within `--after` seconds.
+Randomization, noise and delays
 are on (the scorecard's conditions); the same seeds draw the same models for
 every direction and strength. Prints, per command, the fall share by
 direction and strength, the fall causes, and the mean time from kick to fall.
@@ -41,8 +41,9 @@ def capture_limits(angles_deg: np.ndarray) -> dict[str, float]:
   from scipy.spatial import ConvexHull
 
   from playground.open_duck_mini_v2 import constants as consts
+  from playground.open_duck_mini_v2 import robot_model
 
-  model = mujoco.MjModel.from_xml_path(str(consts.XML_DIR / "scene_flat_terrain.xml"))
+  model = robot_model.load_model("flat_terrain")
   data = mujoco.MjData(model)
   mujoco.mj_resetDataKeyframe(model, data, model.key(consts.HOME_KEYFRAME).id)
   mujoco.mj_forward(model, data)
@@ -80,6 +81,7 @@ def main() -> None:
   parser.add_argument("--after", type=float, default=3.0, help="s played after the kick")
   parser.add_argument("--runtime", action="store_true", help="observe as the robot runtime does")
   args = parser.parse_args()
+  from playground.open_duck_mini_v2 import constants as consts
   from playground.open_duck_mini_v2 import player
   from playground.open_duck_mini_v2 import policy_io
 
@@ -97,26 +99,26 @@ def main() -> None:
     episodes += [(command, s) for s in range(args.seeds)]
   heading_angle = np.repeat(np.radians([a for _, a, _ in cells]), args.seeds)
   kick_time = args.kick_at + np.tile(np.arange(args.seeds) / args.seeds * period, len(cells))
+  kick_step = np.rint(kick_time / config.ctrl_dt).astype(int)  # the kick lands after control step kick_step - 1
   strength = np.repeat([m for _, _, m in cells], args.seeds)
-  root = None
+  kicked = np.zeros(len(episodes), bool)
 
   def on_step(view) -> None:
-    nonlocal root
-    dt = view.time_s / (view.t + 1)  # control period
-    now = np.rint(kick_time / dt).astype(int) == view.t + 1
+    now = view.running & (kick_step == view.t + 1)
     if not now.any():
       return
-    if root is None:
-      from playground.open_duck_mini_v2 import constants as consts
-
-      root = view.models[0].body(consts.ROOT_BODY).id
-    for i in np.flatnonzero(view.running & now):
+    root = view.models[0].body(consts.ROOT_BODY).id
+    for i in np.flatnonzero(now):
       x_axis = view.datas[i].xmat[root].reshape(3, 3)[:, 0]
       world = heading_angle[i] + np.arctan2(x_axis[1], x_axis[0])
       view.datas[i].qvel[0:2] += strength[i] * np.array([np.cos(world), np.sin(world)])
+      kicked[i] = True
 
   played = player.play(policy, metadata["env"], metadata.get("task") or "flat_terrain", config, metadata, episodes,
                        source="runtime" if args.runtime else "env", on_step=on_step)  # fmt: skip
+  unkicked = [i for i, e in enumerate(played) if not kicked[i] and not (e["fell"] and e["survival_s"] <= kick_time[i])]
+  if unkicked:
+    raise SystemExit(f"error: {len(unkicked)} episodes were never kicked (first: {episodes[unkicked[0]][0].name})")
   result = {
     "policy": str(policy_path),
     "source": "runtime" if args.runtime else "env",
@@ -136,13 +138,13 @@ def main() -> None:
       for a in angles:
         i = cells.index((name, a, m)) * args.seeds
         eps = played[i : i + args.seeds]
-        kicked = kick_time[i : i + args.seeds]
-        fell = [(e, t) for e, t in zip(eps, kicked) if e["fell"] and e["survival_s"] > t]
-        fall_times += [e["survival_s"] - t for e, t in fell]
-        fell = [e for e, _ in fell]
-        row[f"{a:.0f}"] = round(len(fell) / args.seeds, 3)
-        for e in fell:
-          causes[e["fall_cause"]] = causes.get(e["fall_cause"], 0) + 1
+        falls = 0
+        for e, t in zip(eps, kick_time[i : i + args.seeds]):
+          if e["fell"] and e["survival_s"] > t:
+            falls += 1
+            fall_times.append(e["survival_s"] - t)
+            causes[e["fall_cause"]] = causes.get(e["fall_cause"], 0) + 1
+        row[f"{a:.0f}"] = round(falls / args.seeds, 3)
       table[f"{m}"] = row
     result["commands"][name] = {
       "fall_share_by_strength_and_direction_deg": table,
