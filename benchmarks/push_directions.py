@@ -10,7 +10,9 @@ left), and counts the episodes that fall within `--after` seconds.
 Randomization, noise and delays
 are on (the scorecard's conditions); the same seeds draw the same models for
 every direction and strength. Prints, per command, the fall share by
-direction and strength, the fall causes, and the mean time from kick to fall.
+direction and strength, by strength and gait phase at the kick (the fraction
+of a gait period since the episode's start, pooled over directions), the
+fall causes, and the mean time from kick to fall.
 
 It also prints, per direction, the largest kick the nominal model standing
 in its home pose can absorb without a step, by the linear inverted
@@ -146,8 +148,20 @@ def main() -> None:
             causes[e["fall_cause"]] = causes.get(e["fall_cause"], 0) + 1
         row[f"{a:.0f}"] = round(falls / args.seeds, 3)
       table[f"{m}"] = row
+    # Seed s of every cell kicks at the same time, so at the same gait phase: pooled over directions.
+    by_phase = {}
+    for m in args.magnitudes:
+      row = {}
+      for s in range(args.seeds):
+        fell = [
+          bool(played[k]["fell"] and played[k]["survival_s"] > kick_time[k])
+          for k in (cells.index((name, a, m)) * args.seeds + s for a in angles)
+        ]
+        row[f"{(kick_time[s] / period) % 1.0:.3f}"] = round(float(np.mean(fell)), 3)
+      by_phase[f"{m}"] = row
     result["commands"][name] = {
       "fall_share_by_strength_and_direction_deg": table,
+      "fall_share_by_strength_and_gait_phase": by_phase,
       "fall_share_by_strength": {k: round(float(np.mean(list(v.values()))), 3) for k, v in table.items()},
       "fall_causes": causes,
       "mean_s_kick_to_fall": round(float(np.mean(fall_times)), 2) if fall_times else None,
