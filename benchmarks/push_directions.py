@@ -118,9 +118,13 @@ def main() -> None:
 
   played = player.play(policy, metadata["env"], metadata.get("task") or "flat_terrain", config, metadata, episodes,
                        source="runtime" if args.runtime else "env", on_step=on_step)  # fmt: skip
-  unkicked = [i for i, e in enumerate(played) if not kicked[i] and not (e["fell"] and e["survival_s"] <= kick_time[i])]
-  if unkicked:
-    raise SystemExit(f"error: {len(unkicked)} episodes were never kicked (first: {episodes[unkicked[0]][0].name})")
+  fell = np.array([e["fell"] for e in played])
+  survival = np.array([e["survival_s"] for e in played])
+  toppled = fell & (survival > kick_time)  # fell after its kick
+  unkicked = np.flatnonzero(~kicked & ~(fell & ~toppled))
+  if unkicked.size:
+    raise SystemExit(f"error: {unkicked.size} episodes were never kicked (first: {episodes[unkicked[0]][0].name})")
+  grid = toppled.reshape(len(cells), args.seeds)  # cell x seed; seed s of every cell kicks at the same gait phase
   result = {
     "policy": str(policy_path),
     "source": "runtime" if args.runtime else "env",
@@ -130,35 +134,22 @@ def main() -> None:
     "machine": machine(),
     "no_step_capture_limit_mps_by_direction_deg": capture_limits(angles),
     "gait_period_s": round(period, 4),
-    "falls_before_kick": int(sum(e["fell"] and e["survival_s"] <= t for e, t in zip(played, kick_time))),
+    "falls_before_kick": int((fell & ~toppled).sum()),
     "commands": {},
   }
   for name in COMMANDS:
-    table, fall_times, causes = {}, [], {}
+    table, by_phase, fall_times, causes = {}, {}, [], {}
     for m in args.magnitudes:
-      row = {}
-      for a in angles:
-        i = cells.index((name, a, m)) * args.seeds
-        eps = played[i : i + args.seeds]
-        falls = 0
-        for e, t in zip(eps, kick_time[i : i + args.seeds]):
-          if e["fell"] and e["survival_s"] > t:
-            falls += 1
-            fall_times.append(e["survival_s"] - t)
-            causes[e["fall_cause"]] = causes.get(e["fall_cause"], 0) + 1
-        row[f"{a:.0f}"] = round(falls / args.seeds, 3)
-      table[f"{m}"] = row
-    # Seed s of every cell kicks at the same time, so at the same gait phase: pooled over directions.
-    by_phase = {}
-    for m in args.magnitudes:
-      row = {}
-      for s in range(args.seeds):
-        fell = [
-          bool(played[k]["fell"] and played[k]["survival_s"] > kick_time[k])
-          for k in (cells.index((name, a, m)) * args.seeds + s for a in angles)
-        ]
-        row[f"{(kick_time[s] / period) % 1.0:.3f}"] = round(float(np.mean(fell)), 3)
-      by_phase[f"{m}"] = row
+      rows = [cells.index((name, a, m)) for a in angles]
+      table[f"{m}"] = {f"{a:.0f}": round(float(grid[c].mean()), 3) for a, c in zip(angles, rows)}
+      # Pooled over directions.
+      by_phase[f"{m}"] = {
+        f"{(kick_time[s] / period) % 1.0:.3f}": round(float(grid[rows, s].mean()), 3) for s in range(args.seeds)
+      }
+      for k in (c * args.seeds + s for c in rows for s in range(args.seeds)):
+        if toppled[k]:
+          fall_times.append(survival[k] - kick_time[k])
+          causes[played[k]["fall_cause"]] = causes.get(played[k]["fall_cause"], 0) + 1
     result["commands"][name] = {
       "fall_share_by_strength_and_direction_deg": table,
       "fall_share_by_strength_and_gait_phase": by_phase,
