@@ -97,5 +97,7 @@ def export_checkpoint(
     obs_key,
     compat["action_size"],
     ppo_cfg.activation,
+    recorded_files=config.get("file_digests") or {},
+    commit=config.get("git_commit"),
   )
   return out, diff

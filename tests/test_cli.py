@@ -486,3 +486,11 @@ def test_set_layer_sizes_takes_every_layer_given():
   for bad in ("[]", "(256,0)", "(256,1.5)", "256"):
     with pytest.raises(ConfigError, match="--set policy_hidden_layer_sizes: expected (a list|layer sizes)"):
       sizes(f"ppo.policy_hidden_layer_sizes={bad}")
+
+
+def test_the_full_preset_warning_gives_minutes_for_short_runs_and_hours_for_long_ones():
+  from playground.common.trainer import duration_text
+
+  assert duration_text(6_000_000 / 7000) == "14 min"  # a 6M-step fine-tune once read "about 0 h"
+  assert duration_text(10) == "1 min"
+  assert duration_text(150_000_000 / 7000) == "6 h"

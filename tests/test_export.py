@@ -1,6 +1,10 @@
 """ONNX export: the file the robot loads, verified against the JAX policy."""
 
+import hashlib
+import json
 import os
+import shutil
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -74,6 +78,43 @@ def test_export_command_writes_a_verified_file(smoke_run, tmp_path):
   assert np.abs(onnx_graph.run_onnx(base, obs)).max() < 0.3
 
 
+def test_export_refuses_a_run_whose_reference_gait_changed_since(smoke_run, tmp_path):
+  """The file carries the gait of today's table: exporting a run trained on another one would ship a
+  policy around a gait it never saw, so the export stops in one line and writes nothing."""
+  run_dir, _ = smoke_run
+  run = tmp_path / "run"
+  shutil.copytree(run_dir, run)
+  step = run / "000000002560"
+  before = (step / "policy.onnx").read_bytes()
+  record = json.loads((run / "config.json").read_text())
+  table = str(REPO_ROOT / "playground/open_duck_mini_v2/data/reference_gait.npz")
+  assert table in record["file_digests"]
+  # As the record of a residual run (the file adds the gait) trained in another
+  # checkout, on an earlier built-in gait.
+  record["env_config"]["reference"]["feedforward"] = True
+  del record["file_digests"][table]
+  record["file_digests"]["/elsewhere/duck/playground/open_duck_mini_v2/data/reference_gait.npz"] = "0" * 64
+  (run / "config.json").write_text(json.dumps(record))
+  (step / "policy.onnx").unlink()
+  result = run_cli(step, script=EXPORT, timeout=300)
+  assert result.returncode == 2, result.stderr
+  assert result.stderr.strip().count("\n") == 0 and "Traceback" not in result.stderr
+  assert "reference_gait.npz changed since the run trained with it" in result.stderr
+  assert "000000000000... then" in result.stderr and "at commit" in result.stderr
+  assert not (step / "policy.onnx").exists()
+  # The policy file written at checkpoint time is never touched by a refused export.
+  (step / "policy.onnx").write_bytes(before)
+  result = run_cli(step, "--output", step / "policy.onnx", script=EXPORT, timeout=300)
+  assert result.returncode == 2 and (step / "policy.onnx").read_bytes() == before
+  # With the digest it trained on, the same export writes a file that adds the gait.
+  record["file_digests"] = {table: hashlib.sha256(Path(table).read_bytes()).hexdigest()}
+  (run / "config.json").write_text(json.dumps(record))
+  out = tmp_path / "residual.onnx"
+  result = run_cli(step, "--output", out, script=EXPORT, timeout=300)
+  assert result.returncode == 0, result.stderr
+  assert len(onnx.load(str(out)).graph.initializer) > len(onnx.load_from_string(before).graph.initializer)
+
+
 def test_export_command_reports_bad_paths_in_one_line(tmp_path):
   result = run_cli(tmp_path / "nope", script=EXPORT, timeout=300)
   assert result.returncode == 2
@@ -137,14 +178,17 @@ def test_unknown_parameter_layouts_are_rejected():
     onnx_graph.build_model(mean, std, params, 3, "gelu")
 
 
-def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path):
-  """A residual policy's ONNX adds the env's feed-forward, read from the observation's command and phase."""
+@pytest.mark.parametrize("in_place", [False, True], ids=["stands", "steps_in_place"])
+def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place):
+  """A residual policy's ONNX adds the env's feed-forward, read from the observation's command and phase
+  (at a zero command only with `reference.step_in_place`)."""
   from playground.open_duck_mini_v2 import joystick
   from playground.open_duck_mini_v2 import observations as obs_lib
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
   config = joystick.default_config()
   config.reference.feedforward = True
+  config.reference.step_in_place = in_place
   ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", config)
   assert ff is not None and OpenDuckMiniV2Runner.policy_feedforward("standing", "flat_terrain", config) is None
   size, actions = obs_lib.STATE_LAYOUT.size, obs_lib.NUM_ACTIONS
@@ -168,7 +212,10 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path):
   offsets = np.asarray(jax.vmap(ff.jax_fn())(commands, phases))
   got = onnx_graph.run_onnx(path, obs)
   np.testing.assert_allclose(got, network_only + offsets, atol=2e-5)
-  assert np.all(offsets[:40] == 0.0)  # standing commands: the network alone
+  if in_place:  # zero commands: the in-place gait is in the output
+    assert np.abs(offsets[:40, list(joystick.IMITATED_JOINTS)]).max() > 0.5
+  else:  # standing commands: the network alone
+    assert np.all(offsets[:40] == 0.0)
   assert np.abs(offsets[40:]).max() > 0.5  # the gait is in the output (about +-1.4 action units)
   assert np.abs(offsets[40:, list(joystick.IMITATED_JOINTS)]).max() > 0.5
   head = [i for i in range(actions) if i not in joystick.IMITATED_JOINTS]

@@ -95,6 +95,18 @@ def test_joint_targets_stay_inside_the_joint_ranges(table):
   assert np.all(q >= lower - 1e-6) and np.all(q <= upper + 1e-6)
 
 
+def test_knees_bend_the_home_pose_way_at_every_command(table):
+  # At the corners of the grid (fast, sideways and turning at once) the foot
+  # target is out of reach; an unconstrained IK let one knee pass straight and
+  # bend backwards (-1.57 rad against the home pose's +1.38) and not its mirror.
+  model = rm.make_ik().model
+  home = np.array(model.key(consts.HOME_KEYFRAME).qpos)
+  q = table.frames[..., SL["joint_pos"]]
+  for name in ("left_knee", "right_knee"):
+    knee = q[..., consts.ACTUATOR_NAMES.index(name)]
+    assert np.all(knee * np.sign(home[model.joint(name).qposadr[0]]) >= -1e-6), (name, knee.min(), knee.max())
+
+
 def test_swing_feet_lift_off_the_ground(table, ik):
   frames = _cycle(table, 0.1, 0.0, 0.0)
   legs = [consts.ACTUATOR_NAMES.index(n) for n in rm.LEGS["left"]]
@@ -294,6 +306,34 @@ def test_feedforward_env_applies_residual_plus_the_gait_it_observes():
     )
 
 
+def test_step_in_place_adds_the_gait_and_pays_imitation_at_a_zero_command():
+  """`reference.step_in_place`: at a zero command the env adds the in-place gait, pays imitation, drops stand_still."""
+  config = joystick.default_config()
+  config.reference.feedforward = True
+  config.reference.step_in_place = True
+  env = joystick.Joystick(config=config)
+  assert "stand_still" not in env.active_reward_terms and "imitation_joint_pos" in env.active_reward_terms
+  assert "stand_still" in joystick.Joystick(config=joystick.default_config()).active_reward_terms
+  gait = env.feedforward.jax_fn()
+  step = jax.jit(env.step)
+  state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+  state = state.replace(info={**state.info, "command": jp.zeros(7), "phase": jp.asarray(1.3)})
+  residual = jp.zeros(env.action_size)
+  after = step(state, residual)
+  offset = gait(jp.zeros(7), jp.asarray(1.3))
+  legs = jp.array(joystick.IMITATED_JOINTS)
+  assert float(jp.abs(offset[legs]).max()) > 0.3  # the in-place gait, in action units
+  np.testing.assert_allclose(after.info["last_actions"][0], offset, atol=1e-6)
+  # Imitation is paid at the zero command (0 without step_in_place).
+  assert float(after.metrics["reward/imitation_joint_pos"]) > 0.0
+  plain = joystick.default_config()
+  plain.reference.feedforward = True
+  env0 = joystick.Joystick(config=plain)
+  state0 = jax.jit(env0.reset)(jax.random.PRNGKey(0))
+  state0 = state0.replace(info={**state0.info, "command": jp.zeros(7), "phase": jp.asarray(1.3)})
+  assert float(jax.jit(env0.step)(state0, residual).metrics["reward/imitation_joint_pos"]) == 0.0
+
+
 def test_stride_gain_lengthens_the_steps_not_the_commanded_velocity(ik):
   config = rm.default_config()
   config.stride_gain = 1.0
@@ -319,6 +359,7 @@ def test_a_free_foot_roll_steps_as_far_sideways_as_planned(ik):
   def left_foot_y(weight):
     config = rm.default_config()
     config.foot_roll_weight = weight
+    config.sideways_sway = 0.0  # the foot alone, the base does not sway
     config.stride_gain = 1.5
     frames = rm.generate_cycle(ik, (0.0, 0.1, 0.0), config)
     left = [consts.ACTUATOR_NAMES.index(n) for n in rm.LEGS["left"]]
@@ -326,14 +367,16 @@ def test_a_free_foot_roll_steps_as_far_sideways_as_planned(ik):
 
   planned = 1.5 * 0.1 * 0.27
   assert np.ptp(left_foot_y(0.0)) == pytest.approx(planned, rel=0.02)
-  assert np.ptp(left_foot_y(0.3)) < 0.4 * planned  # the default keeps the sole level instead (1 cm measured)
+  assert np.ptp(left_foot_y(0.3)) < 0.4 * planned  # a weight of 0.3 keeps the sole level instead (1 cm measured)
+  assert rm.default_config().foot_roll_weight == 0.0  # the built-in gait's feet land where planned
 
 
 def test_sideways_sway_grows_with_the_sideways_command_only(ik):
   config = rm.default_config()
   config.foot_roll_weight = 0.0
+  config.sideways_sway = 0.0
   swaying = config.copy_and_resolve_references()
-  swaying.sideways_sway = -0.1
+  swaying.sideways_sway = -0.1  # the built-in gait's (rm.default_config())
   for command in ((0.1, 0.0, 0.0), (0.0, 0.0, 0.5)):  # forward and turning gaits keep theirs
     np.testing.assert_allclose(
       rm.generate_cycle(ik, command, swaying), rm.generate_cycle(ik, command, config), rtol=0, atol=1e-9

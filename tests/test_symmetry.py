@@ -175,8 +175,11 @@ def test_the_reference_gait_is_its_own_mirror_half_a_period_later():
   mirrored = np.asarray(feedforward(jp.asarray(m.observe({"state": obs})["state"])))
   err = np.abs(mirrored - m.act(offsets))
   # Action units (x 0.25 rad); the largest offsets are ~2. The home pose's own
-  # asymmetry (up to 0.012 rad = 0.05 units) is most of what remains.
-  assert err.mean() < 0.01 and err.max() < 0.1, (err.mean(), err.max())
+  # asymmetry (up to 0.012 rad = 0.05 units) is most of what remains, and at
+  # the corners of the grid a knee held at its limit: half a period is 13.5 of
+  # the 27 frames, and the phase interpolation rounds the kink by up to 0.04
+  # rad (0.16 units). A knee flipped backwards on one side costs ~7 units.
+  assert err.mean() < 0.01 and err.max() < 0.2, (err.mean(), err.max())
   # Without the half-period shift the same check fails by far.
   unshifted = obs.copy()
   unshifted[:, slices["command"]] = m.observation["state"](obs)[:, slices["command"]]

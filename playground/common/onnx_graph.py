@@ -132,11 +132,13 @@ def _feedforward(nodes: list, inits: list, ff: Any, action_size: int, obs: str =
     const(f"{name}_end", [start + (3 if name == "ff_cmd" else 1)], np.int64)
     const(f"{name}_axis", [1], np.int64)
     node("Slice", [obs, f"{name}_start", f"{name}_end", f"{name}_axis"], name)
-  # Gate: the command norm above the threshold.
-  node("ReduceSumSquare", ["ff_cmd"], "ff_cmd_sq", axes=[1], keepdims=1)
-  const("ff_gate_sq", [float(ff.gate_threshold) ** 2])
-  node("Greater", ["ff_cmd_sq", "ff_gate_sq"], "ff_moving")
-  node("Cast", ["ff_moving"], "ff_gate", to=TensorProto.FLOAT)
+  # Gate: the command norm above the threshold (none: always on).
+  gated = ff.gate_threshold is not None
+  if gated:
+    node("ReduceSumSquare", ["ff_cmd"], "ff_cmd_sq", axes=[1], keepdims=1)
+    const("ff_gate_sq", [float(ff.gate_threshold) ** 2])
+    node("Greater", ["ff_cmd_sq", "ff_gate_sq"], "ff_moving")
+    node("Cast", ["ff_moving"], "ff_gate", to=TensorProto.FLOAT)
   # Grid coordinates of the command, clamped to the grid.
   const("ff_lows", lows)
   const("ff_steps", steps)
@@ -199,6 +201,9 @@ def _feedforward(nodes: list, inits: list, ff: Any, action_size: int, obs: str =
   const("ff_flat_shape", [0, -1], np.int64)
   node("Reshape", ["ff_outer", "ff_flat_shape"], "ff_weights")
   const("ff_table", table)
+  if not gated:
+    node("MatMul", ["ff_weights", "ff_table"], "ff_out")
+    return "ff_out"
   node("MatMul", ["ff_weights", "ff_table"], "ff_raw")
   node("Mul", ["ff_raw", "ff_gate"], "ff_out")
   return "ff_out"

@@ -8,6 +8,7 @@ file says about its robot. Exporting a checkpoint from its run directory is
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -85,6 +86,54 @@ def export(
   return diff
 
 
+def check_policy_files(
+  runner_cls: type[RobotSpec],
+  env_name: str,
+  task: str,
+  env_config: config_dict.ConfigDict,
+  recorded: Mapping[str, str],
+  commit: str | None = None,
+) -> None:
+  """Refuses to export when a file the policy embeds changed since the run recorded it.
+
+  The files are the runner's `policy_files` (e.g. the reference gait of a
+  feed-forward); `recorded` is the run's `file_digests` ({path: sha256}). A
+  recorded path matches the file itself, or, for a file inside the project,
+  the same project-relative path in another checkout. Files the record does
+  not name are not checked (runs recorded before the digests).
+
+  Raises:
+    run_dirs.CheckpointError: one line naming the file, both digests and the fix.
+  """
+  for path in runner_cls.policy_files(env_name, task, env_config):
+    then = _recorded_digest(Path(path), recorded)
+    if then is None:
+      continue
+    try:
+      now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+      now = "missing"
+    if now != then:
+      where = f"the project at commit {commit[:12]}" if commit else "the project version that trained it"
+      raise run_dirs.CheckpointError(
+        f"{path} changed since the run trained with it (sha256 {then[:12]}... then, {now[:12]}... now), and the "
+        f"policy file would carry the new contents; restore the file, or export with {where}"
+      )
+
+
+def _recorded_digest(path: Path, recorded: Mapping[str, str]) -> str | None:
+  if str(path) in recorded:
+    return recorded[str(path)]
+  try:
+    relative = path.resolve().relative_to(run_dirs.REPO_ROOT).as_posix()
+  except ValueError:
+    return None
+  for name, digest in recorded.items():
+    if Path(name).as_posix().endswith("/" + relative):
+      return digest
+  return None
+
+
 def export_for_runner(
   path: Path,
   runner_cls: type[RobotSpec],
@@ -98,12 +147,19 @@ def export_for_runner(
   obs_key: str | None,
   action_size: int,
   activation: str,
+  recorded_files: Mapping[str, str] | None = None,
+  commit: str | None = None,
 ) -> float:
   """`export` with everything the robot's runner says about its policy file.
 
   Metadata (`policy_metadata`), the feed-forward, the input bounds and the
-  probe observations come from the runner's `policy_*` hooks.
+  probe observations come from the runner's `policy_*` hooks. With
+  `recorded_files` (the run's `file_digests`), the files the policy embeds
+  are checked against them first (`check_policy_files`; `commit`, the run's
+  `git_commit`, goes into the error).
   """
+  if recorded_files:
+    check_policy_files(runner_cls, env_name, task, env_config, recorded_files, commit)
   return export(
     Path(path),
     network,

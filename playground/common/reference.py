@@ -214,7 +214,9 @@ class Feedforward:
   `action = policy(obs) + gate * offsets(command, phase)`, where `offsets` is
   interpolated as `interpolate_fn` does, `command` (vx, vy, yaw rate) and the
   phase (from its cos, sin) are read from the observation, and `gate` is 1
-  while `|command| > gate_threshold`, else 0 (standing is the policy's job).
+  while `|command| > gate_threshold`, else 0 (standing is the policy's job);
+  with `gate_threshold=None` the gate is always 1 (the reference's gait at a
+  zero command, e.g. stepping in place, is added too).
   The env adds it in `step`; the exported ONNX adds the same, so a robot
   runtime that sends `home + action_scale * output` is unchanged.
 
@@ -223,14 +225,14 @@ class Feedforward:
     offsets: [n_vx, n_vy, n_yaw, n_phase, action_size], in action units.
     command_index: observation index of vx (vy, yaw rate follow).
     phase_index: observation index of cos(phase) (sin follows).
-    gate_threshold: command norm below which nothing is added.
+    gate_threshold: command norm below which nothing is added; None: no gate.
   """
 
   axes: tuple[np.ndarray, np.ndarray, np.ndarray]
   offsets: np.ndarray
   command_index: int
   phase_index: int
-  gate_threshold: float = 0.01
+  gate_threshold: float | None = 0.01
 
   def jax_fn(self) -> Callable[[Any, Any], Any]:
     """`fn(command, phase_radians) -> action offset` in JAX (one env)."""
@@ -239,8 +241,11 @@ class Feedforward:
     lookup = interpolate_fn(self.axes, self.offsets)
 
     def fn(command, phase):
+      offset = lookup(command[:3], phase / (2 * jp.pi))
+      if self.gate_threshold is None:
+        return offset
       gate = (jp.linalg.norm(command[:3]) > self.gate_threshold).astype(jp.float32)
-      return gate * lookup(command[:3], phase / (2 * jp.pi))
+      return gate * offset
 
     return fn
 

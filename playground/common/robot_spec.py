@@ -119,6 +119,14 @@ class RobotSpec(abc.ABC):
     return None
 
   @classmethod
+  def policy_files(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> tuple[Path, ...]:
+    """Files whose contents the exported policy embeds (e.g. the reference gait its
+    feed-forward adds); none by default. An export refuses to write a policy when
+    one of them differs from the digest the run recorded (`policy_file.check_policy_files`)."""
+    del env_name, task, env_config
+    return ()
+
+  @classmethod
   def policy_input_bounds(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
     """(low, high) per policy input that the exported file clamps its input to
     (e.g. commands to the trained range), or None (the default: no clamp)."""

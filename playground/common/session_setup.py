@@ -142,6 +142,14 @@ def restore(
   try:
     tree = checkpointing.restore(restore_dir, checkpointing.abstract(template))
   except checkpointing.CheckpointError as e:
+    if _networks_load(restore_dir, local_ts):
+      # The networks fit; what differs is the saved env state (its reward
+      # terms, randomization or observations): the config changed.
+      raise RunError(
+        f"--restore_mode all cannot restore {restore_dir}: its env state differs from this run's (another "
+        "reward set, randomization or env config); to fine-tune from its networks use --restore_mode model "
+        "(or except-critic)"
+      ) from None
     raise RunError(str(e)) from None
   saved_ts = tree["training_state"]
   full = venv.expand(tree["env_state"], placeholder)
@@ -154,6 +162,19 @@ def restore(
     distributed.to_global(local, ppo.sharded),
     step,
   )
+
+
+def _networks_load(restore_dir: Path, local_ts: ppo_lib.TrainingState) -> bool:
+  """Whether `restore_dir` holds a policy, value and normalizer of this run's shapes."""
+  wanted = {
+    "training_state/params": local_ts.params,
+    "training_state/normalizer_params": local_ts.normalizer_params,
+  }
+  try:
+    checkpointing.restore_parts(restore_dir, checkpointing.abstract(wanted))
+  except checkpointing.CheckpointError:
+    return False
+  return True
 
 
 def _restore_weights(

@@ -133,16 +133,23 @@ def run(runner: RobotSpec, cfg: ResolvedConfig) -> int:
 
 
 def warn_full_preset_on_cpu(num_timesteps: int) -> None:
-  """One line with the estimated hours of a GPU-sized run on this CPU, and the CPU preset."""
+  """One line with the estimated time of a GPU-sized run on this CPU, and the CPU preset."""
   sps, source = backend.cpu_training_estimate()
   logger.warning(
-    "--preset full is sized for a GPU: %s steps on this CPU would take about %.0f h (estimate at %s "
+    "--preset full is sized for a GPU: %s steps on this CPU would take about %s (estimate at %s "
     "training steps/s, %s); --preset cpu trains a walking policy in 1-1.5 h on 2 cores",
     f"{num_timesteps:,}",
-    num_timesteps / sps / 3600,
+    duration_text(num_timesteps / sps),
     f"{sps:,.0f}",
     source,
   )
+
+
+def duration_text(seconds: float) -> str:
+  """`seconds` as a rounded duration: "40 min" under 2 hours, else "6 h"."""
+  if seconds < 7200:
+    return f"{max(1, round(seconds / 60))} min"
+  return f"{seconds / 3600:.0f} h"
 
 
 class Trainer:
@@ -178,6 +185,8 @@ class Trainer:
     self._stop = threading.Event()
     self._overflow_reported = False
     self._stop_requested_at: float | None = None
+    # The input files as training read them: a policy file must not embed a later edit.
+    self._file_digests = config_lib.named_file_digests(runner.named_files(session.cfg))
 
   def train(self, ts: ppo_lib.TrainingState, env_state: training_env.EnvState, start_step: int) -> int:
     """Trains from `start_step` to `num_timesteps`; returns the exit status (0, also when interrupted)."""
@@ -402,6 +411,8 @@ class Trainer:
     """Writes `policy.onnx` next to a checkpoint, verified against the JAX policy.
 
     A failure raises; the checkpoint writer logs it without stopping training.
+    A file the policy embeds (e.g. the reference gait) that changed on disk
+    since the run started is such a failure: no policy is written.
     """
     s = self.session
     ppo = s.ppo
@@ -420,6 +431,7 @@ class Trainer:
       obs_key,
       ppo.venv.action_size,
       ppo.config.activation,
+      recorded_files=self._file_digests,
     )
 
 

@@ -36,6 +36,8 @@ from playground.open_duck_mini_v2.sensing import read
 from playground.open_duck_mini_v2.shared_config import warp_contact_buffer
 
 MAX_DELAY_STEPS = 3
+#: `since_push` of an episode that has not been kicked yet (steps; saturates there).
+_NO_KICK_YET = 1_000_000
 
 
 class OpenDuckMiniV2Env(MjxEnv):
@@ -192,6 +194,9 @@ class OpenDuckMiniV2Env(MjxEnv):
       "push_timer": self._push_interval(k_push),
       "step": jp.zeros((), dtype=jp.int32),
     }
+    if self._recovery_steps:
+      # Steps since the last kick; an episode starts long after one.
+      info["since_push"] = jp.asarray(_NO_KICK_YET, dtype=jp.int32)
     if self.observation_history:
       # Only with a history: a checkpoint holds no empty arrays (Orbax refuses
       # them) and keeps the same tree as before the option.
@@ -326,6 +331,8 @@ class OpenDuckMiniV2Env(MjxEnv):
       kick = magnitude * jp.array([jp.cos(angle), jp.sin(angle)]) * push
       data = data.replace(qvel=data.qvel.at[0:2].add(kick))
       info["push_timer"] = jp.where(push, self._push_interval(k_push_timer), info["push_timer"])
+      if self._recovery_steps:
+        info["since_push"] = jp.where(push, 0, jp.minimum(info["since_push"] + 1, _NO_KICK_YET))
 
     info = self.apply_action(info, action, k_delay)
     data = self.physics(data, info["motor_targets"])
@@ -346,6 +353,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       first_contact=first_contact,
       terminated=terminated,
       phase=info["phase"],
+      recovering=(info["since_push"] < self._recovery_steps).astype(jp.float32) if self._recovery_steps else 0.0,
     )
     terms = self.compute_rewards(readings, step)
     scales = self.reward_scales()
@@ -395,6 +403,14 @@ class OpenDuckMiniV2Env(MjxEnv):
   def _command_interval(self, rng: jax.Array) -> jax.Array:
     lo, hi = self._config.command_config.resample_interval
     return jp.round(jax.random.uniform(rng, (), minval=lo, maxval=hi) / self.dt).astype(jp.int32)
+
+  @property
+  def _recovery_steps(self) -> int:
+    """Control steps after a kick with the gait's reward terms waived (0: off or no pushes)."""
+    pushes = self._config.push_config
+    if not pushes.enable:
+      return 0
+    return int(round(float(pushes.get("recovery_s", 0.0)) / self._config.ctrl_dt))
 
   def _push_interval(self, rng: jax.Array) -> jax.Array:
     lo, hi = self._config.push_config.interval_range

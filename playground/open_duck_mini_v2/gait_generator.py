@@ -78,16 +78,19 @@ def default_config() -> config_dict.ConfigDict:
       sway_amplitude=0.0,  # m
       # Extra sway per m/s of sideways command (m per m/s), added to
       # sway_amplitude, so forward and turning gaits keep theirs. Negative:
-      # the base sways away from the stance foot.
-      sideways_sway=0.0,
+      # the base sways away from the stance foot. With foot_roll_weight 0 the
+      # policy steps sideways at 0.08 m/s at a 0.1 m/s command (until
+      # 2026-12-04: 0 and 0.3, and it stepped at 0.02; docs/reference-gait.md).
+      sideways_sway=-0.1,
       # Footsteps are planned for stride_gain x the commanded velocity (the
       # base velocities of the frames stay the command): feet that slip on
       # the ground need longer steps to carry the trunk at the command. Open
       # loop, 1.5 moves the duck at 68% of a 0.1 m/s command (38% at 1.0; 2.0
       # topples it); trained, 1.75 walks faster (docs/reference-gait.md).
       stride_gain=1.75,
-      # Weight of the foot's roll in the leg IK (see `LegIK.solve`).
-      foot_roll_weight=0.3,
+      # Weight of the foot's roll in the leg IK (see `LegIK.solve`); 0 lets
+      # the sole roll with the hip so a sideways footstep lands where planned.
+      foot_roll_weight=0.0,
       vx=(-0.15, 0.15, 7),  # min, max, count
       vy=(-0.2, 0.2, 5),
       yaw_rate=(-1.0, 1.0, 5),
@@ -109,11 +112,19 @@ class LegIK:
     for side, names in LEGS.items():
       joints = [model.joint(n).id for n in names]
       site = model.site(SITES[side]).id
+      lower, upper = model.jnt_range[joints, 0].copy(), model.jnt_range[joints, 1].copy()
+      # The knee bends one way: keep it on the home pose's side of straight,
+      # or a target out of reach (the corners of the command grid) can flip
+      # one leg's knee backwards and not its mirror partner's.
+      knee = [i for i, n in enumerate(names) if n.endswith("_knee")]
+      knee_home = home_qpos[model.jnt_qposadr[joints][knee]]
+      lower[knee] = np.where(knee_home > 0, np.maximum(lower[knee], 0.0), lower[knee])
+      upper[knee] = np.where(knee_home < 0, np.minimum(upper[knee], 0.0), upper[knee])
       self.legs[side] = dict(
         qpos=model.jnt_qposadr[joints],
         dof=model.jnt_dofadr[joints],
-        lower=model.jnt_range[joints, 0],
-        upper=model.jnt_range[joints, 1],
+        lower=lower,
+        upper=upper,
         site=site,
         home_pos=self.data.site_xpos[site].copy(),
         home_rot=self.data.site_xmat[site].reshape(3, 3).copy(),

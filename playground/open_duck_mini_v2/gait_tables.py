@@ -40,6 +40,12 @@ def feedforward_on(config: Any) -> bool:
   return bool(config.reference.get("feedforward", False))
 
 
+def step_in_place(config: Any) -> bool:
+  """Whether a joystick env built from `config` steps in place at a zero command
+  (`reference.step_in_place`; older configs have no such key: off)."""
+  return bool(config.reference.get("step_in_place", False))
+
+
 def uses_reference(config: Any) -> bool:
   """Whether a joystick env built from `config` loads the reference gait (imitation or feed-forward)."""
   return config.reward_config.scales.imitation != 0.0 or feedforward_on(config)

@@ -22,6 +22,7 @@ from playground.open_duck_mini_v2 import observations as obs_lib
 from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.gait_tables import FRAME_LAYOUT
 from playground.open_duck_mini_v2.gait_tables import feedforward_on
+from playground.open_duck_mini_v2.gait_tables import step_in_place
 from playground.open_duck_mini_v2.gait_tables import table_path
 from playground.open_duck_mini_v2.gait_tables import uses_reference
 
@@ -92,6 +93,11 @@ def default_config() -> config_dict.ConfigDict:
       # phase of the observation while the command is non-zero, and the
       # exported ONNX adds the same (`Joystick.feedforward`).
       feedforward=False,
+      # True: the duck steps in place at a zero velocity command instead of
+      # standing still. The feed-forward then adds the reference's in-place
+      # gait at a zero command too, imitation pays there as well, and
+      # stand_still (legs at home) is not computed.
+      step_in_place=False,
     )
   )
   return config
@@ -121,7 +127,9 @@ class Joystick(base.OpenDuckMiniV2Env):
         )
       self._lookup = self._reference.lookup_fn()
       if feedforward_on(self._config):
-        self._feedforward = make_feedforward(self._reference, self._ids.home_ctrl, self._config.action_scale)
+        self._feedforward = make_feedforward(
+          self._reference, self._ids.home_ctrl, self._config.action_scale, step_in_place(self._config)
+        )
         self._feedforward_fn = self._feedforward.jax_fn()
 
   @classmethod
@@ -163,6 +171,9 @@ class Joystick(base.OpenDuckMiniV2Env):
 
   def reward_scales(self) -> dict[str, float]:
     scales = super().reward_scales()
+    if step_in_place(self._config):
+      # Stepping in place is what a zero command asks for: legs at home is not.
+      scales.pop("stand_still", None)
     imitation = scales.pop("imitation", 0.0)
     if imitation:
       for name, weight in self._config.reward_config.imitation.weights.items():
@@ -214,6 +225,11 @@ class Joystick(base.OpenDuckMiniV2Env):
         (readings.joint_pos + self._ids.home_ctrl)[legs], *self._soft_leg_limits()
       ),
     }
+    # After a kick (`push_config.recovery_s`) the duck may step off its gait
+    # and its home pose: the terms that pin it to them are waived.
+    free = 1.0 - jp.asarray(step.recovering, jp.float32)
+    for name in ("stand_still", "feet_air_time"):
+      terms[name] = lambda term=terms[name]: term() * free
     active = self.active_reward_terms
     if self._reference is not None:
       frame = FRAME_LAYOUT.split(self._lookup(command[:3], step.phase / (2 * jp.pi)))
@@ -229,18 +245,26 @@ class Joystick(base.OpenDuckMiniV2Env):
         sigmas=dict(self._config.reward_config.imitation.sigmas),
       )
       # The reference walks in place at a zero command; standing still is
-      # stand_still's job there, so imitation pays only while moving.
+      # stand_still's job there, so imitation pays only while moving (always
+      # with `reference.step_in_place`).
       moving = (jp.linalg.norm(command[:3]) > 0.01).astype(jp.float32)
+      if step_in_place(self._config):
+        moving = jp.ones(())
       for name, value in components.items():
-        terms[f"imitation_{name}"] = lambda value=value: value * moving
+        terms[f"imitation_{name}"] = lambda value=value: value * moving * free
     unknown = set(active) - set(terms)
     if unknown:
       raise ValueError(f"reward_config.scales has unknown terms {sorted(unknown)}")
     return {name: terms[name]() for name in active}
 
 
-def make_feedforward(reference: ref_lib.ReferenceTable, home: np.ndarray, action_scale: float) -> ref_lib.Feedforward:
-  """The reference's leg poses as action offsets: (pose - home) / action_scale; 0 for the head."""
+def make_feedforward(
+  reference: ref_lib.ReferenceTable, home: np.ndarray, action_scale: float, in_place: bool = False
+) -> ref_lib.Feedforward:
+  """The reference's leg poses as action offsets: (pose - home) / action_scale; 0 for the head.
+
+  Gated off at a zero command unless `in_place` (`reference.step_in_place`).
+  """
   frames = FRAME_LAYOUT.split(reference.frames)
   legs = np.zeros(len(home), bool)
   legs[list(IMITATED_JOINTS)] = True
@@ -250,6 +274,7 @@ def make_feedforward(reference: ref_lib.ReferenceTable, home: np.ndarray, action
     offsets=offsets,
     command_index=obs_lib.STATE_LAYOUT.slices["command"].start,
     phase_index=obs_lib.STATE_LAYOUT.slices["phase"].start,
+    gate_threshold=None if in_place else 0.01,
   )
 
 

@@ -148,6 +148,8 @@ class StepContext:
     first_contact: per foot, whether it touched down at this step.
     terminated: whether the robot fell at this step.
     phase: gait phase (radians) of the state reached by this step.
+    recovering: 1 within `push_config.recovery_s` of a kick, else 0 (the
+      reward may waive the gait's terms; privileged, never observed).
   """
 
   command: jax.Array
@@ -157,6 +159,7 @@ class StepContext:
   first_contact: jax.Array
   terminated: jax.Array
   phase: jax.Array
+  recovering: jax.Array | float = 0.0
 
   @classmethod
   def idle(cls, command: jax.Array, phase: jax.Array | float = 0.0) -> StepContext:

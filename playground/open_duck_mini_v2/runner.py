@@ -157,6 +157,17 @@ class OpenDuckMiniV2Runner(BaseRunner):
     return _hooks().policy_mirror(task, env_config)
 
   @classmethod
+  def policy_files(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> tuple[Path, ...]:
+    """The reference table, when the joystick env adds its gait to the action: the
+    exported file carries that gait, so it must be the table the run trained with."""
+    del task
+    from playground.open_duck_mini_v2 import gait_tables  # its table layout loads JAX
+
+    if env_name != "joystick" or not gait_tables.feedforward_on(env_config):
+      return ()
+    return (gait_tables.table_path(env_config),)
+
+  @classmethod
   def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
     """The joystick env's reference feed-forward when `reference.feedforward` is on."""
     return _hooks().policy_feedforward(env_name, task, env_config)

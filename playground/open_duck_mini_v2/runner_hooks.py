@@ -78,6 +78,7 @@ def policy_metadata(env_name: str, task: str, env_config: config_dict.ConfigDict
     "first_frame": "a (0, 0) phase, as the runtime observes before its first phase step, is phase 0 (cos 1, sin 0)",
     "feedforward": (
       "the output includes the reference gait at the observed command and phase (the network learned a residual)"
+      + ("; at a zero command too: the duck steps in place" if joystick.step_in_place(env_config) else "")
       if env_name == "joystick" and joystick.feedforward_on(env_config)
       else "none"
     ),
@@ -120,7 +121,9 @@ def policy_feedforward(env_name: str, task: str, env_config: config_dict.ConfigD
     return None
   ids = robot_model.RobotIndices.from_model(robot_model.load_model(task))
   reference = joystick.load_reference(env_config)
-  return joystick.make_feedforward(reference, ids.home_ctrl, float(env_config.action_scale))
+  return joystick.make_feedforward(
+    reference, ids.home_ctrl, float(env_config.action_scale), joystick.step_in_place(env_config)
+  )
 
 
 def score_checkpoint(step_dir: Path, step: int, session: Session, seeds: int) -> dict[str, float]:

@@ -74,6 +74,10 @@ def base_config() -> config_dict.ConfigDict:
         interval_range=(5.0, 10.0),  # s between pushes
         # m/s velocity kick of the base: the upstream project's 0.1-1.0 m/s.
         magnitude_range=(0.1, 1.0),
+        # Seconds after each kick during which the reward lets the duck step
+        # off its gait: imitation, stand_still and feet_air_time are waived
+        # (`StepContext.recovering`). 0: off. The actor observes nothing of it.
+        recovery_s=0.0,
       ),
       termination=dict(
         min_base_height=0.08,  # m of trunk above the lowest foot
