@@ -222,8 +222,8 @@ def test_fine_tuning_under_another_reward_set_takes_the_weights(smoke_run, tmp_p
     checkpointing.restore_parts(step_dir, {"training_state/params/critic": wider})
 
 
-def _start(tmp_path, name, *args, script=CARTPOLE, stdout=subprocess.PIPE, stderr=subprocess.PIPE):
-  env = subprocess_env()
+def _start(tmp_path, name, *args, script=CARTPOLE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **env_vars):
+  env = subprocess_env(**env_vars)
   return subprocess.Popen(
     [sys.executable, str(script), *SMOKE, "--output_dir", str(tmp_path), "--exp_name", name, *map(str, args)],
     stdout=stdout,
@@ -401,16 +401,22 @@ def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
   # Orbax save, scorecard), seconds of work, so the second one (0.7 s later)
   # lands while it is in progress. Waiting for a periodic checkpoint instead
   # raced: the duck could finish its pending save and exit 0 in between.
+  # The duplicate window is shortened to 0.3 s so that the second keypress
+  # (0.6 s later) lands well inside the seconds the save takes.
   run_dir = tmp_path / "twice"
   log = tmp_path / "stderr.txt"
   flags = ("--num_timesteps", 1_000_000, "--checkpoint_every", 1_000_000, "--keep_last", 0)
+  window = 0.3
   with open(log, "w") as err:
-    proc = _start(tmp_path, "twice", *flags, script=DUCK, stdout=subprocess.DEVNULL, stderr=err)
+    proc = _start(
+      tmp_path, "twice", *flags, script=DUCK, stdout=subprocess.DEVNULL, stderr=err,
+      PLAYGROUND_DUPLICATE_SIGNAL_S=str(window),
+    )  # fmt: skip
     try:
       assert _wait_for(lambda: "training step" in log.read_text(), 600, proc), log.read_text()[-3000:]
       assert not steps_of(run_dir)
       proc.send_signal(signal.SIGINT)
-      time.sleep(trainer.DUPLICATE_SIGNAL_S + 0.2)  # a second keypress, not the same one delivered twice
+      time.sleep(2 * window)  # a second keypress, not the same one delivered twice
       assert proc.poll() is None, "the first Ctrl-C's save finished too soon to test a second one"
       sent = time.monotonic()
       proc.send_signal(signal.SIGINT)
@@ -428,11 +434,51 @@ def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_late_copy_of_the_ctrl_c_after_the_save_is_still_one_ctrl_c(tmp_path):
+  """The forwarded copy of a Ctrl-C may arrive after the save, while the process shuts down.
+
+  Delivered on purpose once the run has logged its saved checkpoint (the
+  moment the trainer used to give SIGINT back to Python's default handler),
+  inside the duplicate window, set long so that the timing is not a race:
+  still one Ctrl-C, exit status 0, nothing removed.
+  """
+  log = tmp_path / "stderr.txt"
+  run_dir = tmp_path / "late"
+  flags = ("--num_timesteps", 1_000_000, "--checkpoint_every", CARTPOLE_ITERATION, "--keep_last", 0)
+  window = 45  # s: longer than a warm save on a loaded 2-core machine
+  with open(log, "w") as err:
+    proc = _start(
+      tmp_path, "late", *flags, stdout=subprocess.DEVNULL, stderr=err, PLAYGROUND_DUPLICATE_SIGNAL_S=str(window)
+    )
+    try:
+      # After a first periodic checkpoint the save path is compiled: the stop's save is quick.
+      assert _wait_for(lambda: steps_of(run_dir), 600, proc), log.read_text()[-3000:]
+      proc.send_signal(signal.SIGINT)
+      assert _wait_for(lambda: "interrupted: saved checkpoint" in log.read_text(), 60, proc), log.read_text()[-3000:]
+      # Inside the window the process is still there (it used to be shutting down, or gone).
+      assert proc.poll() is None, "the process ended inside the duplicate window"
+      sent = time.monotonic()
+      proc.send_signal(signal.SIGINT)  # the late copy
+      proc.wait(timeout=60)
+    finally:
+      if proc.poll() is None:
+        proc.kill()
+  stderr = log.read_text()
+  assert proc.returncode == 0, stderr[-3000:]
+  assert "second signal" not in stderr and "Traceback" not in stderr
+  assert time.monotonic() - sent < window + 5  # it waits out the window, no longer
+  steps = steps_of(run_dir)
+  assert len(steps) >= 2 and all(run_dirs.is_complete(run_dir / checkpointing.step_dir_name(s)) for s in steps)
+
+
+@pytest.mark.slow
 def test_one_ctrl_c_under_uv_run_saves_and_stops(tmp_path):
   """A terminal's Ctrl-C signals the whole foreground group: `uv run` and its child.
 
-  uv also forwards the SIGINT to the child, so the trainer receives it twice
-  within milliseconds; that must still be one Ctrl-C (save and stop), not two.
+  uv also forwards the SIGINT to the child when its stdin is not a terminal
+  (checked with uv 0.13.9, the version `.ci/run` installs: the copy follows
+  200 ms later), so the trainer receives it twice; that must still be one
+  Ctrl-C (save and stop, exit status 0), not two.
   """
   uv = shutil.which("uv")
   if uv is None:

@@ -66,12 +66,27 @@ __all__ = [
 
 logger = logging.getLogger("playground")
 
-#: Seconds a stop request may take (finish the step, save) before the process exits without saving.
-STOP_TIMEOUT_S = 30.0
+#: Seconds a stop request may take to finish the step and write its checkpoint
+#: before the process exits without it (a first save compiles the policy
+#: export, which took 26 s on a loaded 2-core machine). The checkpoint's
+#: callbacks (the duck's in-run scorecard) run after it without a deadline.
+STOP_TIMEOUT_S = 120.0
 #: A second SIGINT this soon after the first is the same Ctrl-C delivered twice:
 #: the terminal signals the whole foreground process group, and `uv run`, in
-#: that group, forwards it to its child as well.
-DUPLICATE_SIGNAL_S = 0.5
+#: that group, forwards its copy to the child 200 ms later when its stdin is not
+#: a terminal (uv 0.13.9; later on a loaded machine). The environment variable
+#: `PLAYGROUND_DUPLICATE_SIGNAL_S` changes it (seconds, e.g. for a wrapper that
+#: forwards later still).
+DUPLICATE_SIGNAL_S = 1.0
+
+
+def duplicate_signal_s() -> float:
+  """`DUPLICATE_SIGNAL_S`, or the seconds in `PLAYGROUND_DUPLICATE_SIGNAL_S` when set to a number >= 0."""
+  try:
+    value = float(os.environ.get("PLAYGROUND_DUPLICATE_SIGNAL_S", DUPLICATE_SIGNAL_S))
+  except ValueError:
+    return DUPLICATE_SIGNAL_S
+  return value if value >= 0 else DUPLICATE_SIGNAL_S
 
 
 def run(runner: RobotSpec, cfg: ResolvedConfig) -> int:
@@ -185,6 +200,7 @@ class Trainer:
     self._stop = threading.Event()
     self._overflow_reported = False
     self._stop_requested_at: float | None = None
+    self._saved_after_stop = False
     # The input files as training read them: a policy file must not embed a later edit.
     self._file_digests = config_lib.named_file_digests(runner.named_files(session.cfg))
 
@@ -227,7 +243,11 @@ class Trainer:
       thread.start()
       while thread.is_alive():
         thread.join(0.2)
-        if self._stop_requested_at is not None and time.monotonic() - self._stop_requested_at > STOP_TIMEOUT_S:
+        if (
+          self._stop_requested_at is not None
+          and not self._saved_after_stop
+          and time.monotonic() - self._stop_requested_at > STOP_TIMEOUT_S
+        ):
           logger.error(
             "could not finish the current step and save within %.0f s; exiting without a new "
             "checkpoint (the last complete one is kept)",
@@ -236,8 +256,12 @@ class Trainer:
           self.reporter.close()
           self._exit_now(1)
     finally:
-      for sig, handler in previous.items():
-        signal.signal(sig, handler)
+      if self._stop_requested_at is None:
+        for sig, handler in previous.items():
+          signal.signal(sig, handler)
+      # After a stop request the handler stays for the rest of the process: a
+      # late copy of the same Ctrl-C is still ignored, a real second one still
+      # exits at once (130), even while the process shuts down.
     self.reporter.close()
     if "error" in result:
       raise result["error"]
@@ -247,12 +271,29 @@ class Trainer:
         f"{self.last_checkpoint_step:,}",
         resume.resume_command(self.runner.run_dir_path()),
       )
+    self._outwait_duplicates()
     return 0
+
+  def _outwait_duplicates(self) -> None:
+    """After a stop request, stays alive until its duplicate window has passed.
+
+    Python gives SIGINT back to the system's default action while the
+    interpreter shuts down, so a forwarded copy of the Ctrl-C that arrived
+    then would kill a process that had saved cleanly (status 130). Waiting
+    here, with `_on_signal` installed, lets every copy within the window meet
+    the handler; the save usually takes longer than the window, so this
+    rarely waits at all.
+    """
+    if self._stop_requested_at is None:
+      return
+    left = self._stop_requested_at + duplicate_signal_s() - time.monotonic()
+    if left > 0:
+      time.sleep(left)
 
   def _on_signal(self, signum: int, frame: Any) -> None:
     del frame
     if self._stop.is_set():
-      if time.monotonic() - self._stop_requested_at < DUPLICATE_SIGNAL_S:
+      if time.monotonic() - self._stop_requested_at < duplicate_signal_s():
         return  # the same Ctrl-C, forwarded by `uv run`
       logger.warning("second signal: exiting immediately without saving")
       self._exit_now(130)
@@ -398,6 +439,10 @@ class Trainer:
     path = checkpointing.save(self.run_dir, step, tree, meta, extra=lambda d: self.export_policy(d, step, ts))
     checkpointing.prune(self.run_dir, self.keep_last)
     logger.info("checkpoint %s", path)
+    if self._stop.is_set():
+      # Complete: what follows (callbacks, scoring) is no longer under the stop deadline.
+      self._saved_after_stop = True
+      logger.info("stopping after the checkpoint's callbacks (press Ctrl-C again to exit now; it is kept)")
     try:
       scalars = self.runner.on_checkpoint(int(step), path)
     except Exception as e:  # noqa: BLE001 - a scoring failure must not stop training
