@@ -71,6 +71,7 @@ def test_the_docs_exist():
     "reference-gait.md",
     "randomization.md",
     "scorecard.md",
+    "on-the-robot.md",
     "runs-and-resume.md",
     "scaling.md",
     "results.md",

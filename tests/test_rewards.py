@@ -109,3 +109,49 @@ def test_dof_pos_limits_costs_radians_outside_the_soft_range():
   assert float(rewards.dof_pos_limits(jp.array([0.5, 1.0]), soft_lower, soft_upper)) == 0.0
   cost = rewards.dof_pos_limits(jp.array([-0.95, 2.0]), soft_lower, soft_upper)
   assert float(cost) == pytest.approx(0.15, rel=1e-5)
+
+
+def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
+  """`push_config.recovery_s`: after each kick, imitation, stand_still and feet_air_time pay nothing
+  for that long (a recovery step off the clock costs nothing), and pay again afterwards."""
+  import jax
+
+  from playground.open_duck_mini_v2 import joystick
+  from playground.open_duck_mini_v2 import observations
+
+  config = joystick.default_config()
+  config.push_config.interval_range = (0.1, 0.1)  # a kick every 5 control steps
+  config.push_config.recovery_s = 0.04  # the kick's step and the next one
+  config.noise_config.level = 0.0
+  env = joystick.Joystick(config=config)
+  assert joystick.Joystick(config=joystick.default_config())._recovery_steps == 0  # off by default
+
+  state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+  state = state.replace(info={**state.info, "command": jp.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])})
+
+  def step(state, _):
+    state = env.step(state, jp.zeros(env.action_size))
+    return state, (state.info["since_push"], state.metrics["reward/imitation_joint_pos"])
+
+  _, (since, imitation) = jax.jit(lambda s: jax.lax.scan(step, s, None, length=12))(state)
+  since, imitation = np.asarray(since), np.asarray(imitation)
+  kicked = since < 2
+  np.testing.assert_array_equal(np.flatnonzero(since == 0), [4, 9])  # kicks at steps 5 and 10
+  assert np.all(imitation[kicked] == 0.0)
+  assert np.all(imitation[~kicked] > 0.0)
+
+  # stand_still (zero command, legs off home) and feet_air_time (a touch-down
+  # after a short step, which it charges) are waived the same way.
+  readings = observations.Readings(
+    gyro=jp.zeros(3), accelerometer=jp.array([0.0, 0.0, 9.81]), gravity=jp.array([0.0, 0.0, -1.0]),
+    local_linvel=jp.zeros(3), global_linvel=jp.zeros(3), global_angvel=jp.zeros(3),
+    joint_pos=jp.full(14, 0.1), joint_vel=jp.zeros(14), actuator_force=jp.zeros(14), feet_contacts=jp.ones(2),
+    feet_pos=jp.zeros((2, 3)), feet_vel=jp.zeros(6), base_pos=jp.zeros(3), base_height=jp.array([0.17]),
+  )  # fmt: skip
+  for command in (jp.zeros(7), jp.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])):
+    calm = observations.StepContext.idle(command).replace(air_time=jp.array([0.1, 0.1]), first_contact=jp.ones(2))
+    terms = {k: env.compute_rewards(readings, calm.replace(recovering=r)) for k, r in (("calm", 0.0), ("kicked", 1.0))}
+    waived = ("stand_still",) if not command.any() else ("feet_air_time", "imitation_joint_pos")
+    for name in waived:
+      assert float(terms["calm"][name]) != 0.0 and float(terms["kicked"][name]) == 0.0, name
+    assert float(terms["kicked"]["tracking_lin_vel"]) == float(terms["calm"]["tracking_lin_vel"])

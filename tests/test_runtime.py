@@ -12,6 +12,7 @@ import jax
 import mujoco
 import numpy as np
 import pytest
+from helpers import write_policy
 
 from playground.common import onnx_graph
 from playground.open_duck_mini_v2 import observations as obs_lib
@@ -22,6 +23,7 @@ from playground.open_duck_mini_v2 import runtime
 from playground.open_duck_mini_v2 import scorecard
 from playground.open_duck_mini_v2 import scoring
 from playground.open_duck_mini_v2 import sensing
+from playground.open_duck_mini_v2 import servos
 from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.envs import env_class
 
@@ -40,7 +42,7 @@ def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame()
   period = 1.0 / (env.gait_frequency * env.dt)
   loop = runtime.RuntimeLoop(1, ids.home_ctrl, config.action_scale, period, env.dt)
   hardware = runtime.Hardware(
-    model, [model], config.noise_config, config.delay, config.max_motor_velocity, env.dt, np.random.default_rng(0)
+    model, [model], config.noise_config, config.delay, servos.speed_limit(config), env.dt, np.random.default_rng(0)
   )
   # The runtime's 2 s hold at the home pose; the env then starts from the same state.
   data.ctrl[:] = hardware.hold(ids.home_ctrl[None])[0]
@@ -110,6 +112,69 @@ def test_the_runtime_loop_advances_its_phase_as_the_robot_does():
   obs = loop.observe(**dict(zeros, commands=commands))
   np.testing.assert_allclose(obs[:, SLOTS["motor_targets"]], sent)
   np.testing.assert_allclose(obs[:, SLOTS["last_actions"]][:, :14], 1.0)
+
+
+def test_the_runtime_loop_plays_the_undated_walk_scripts_contract_too():
+  """Projected gravity in the accelerometer's slot, velocities x 0.1, the phase held at small commands,
+  no head commands in the targets (`runtime.UNDATED_CONTRACT`)."""
+  options = runtime.RuntimeOptions(contract=runtime.UNDATED_CONTRACT)
+  loop = runtime.RuntimeLoop(2, np.zeros(14), 0.25, 27.0, 0.02, options)
+  commands = np.zeros((2, 7))
+  commands[1, 0] = 0.15  # the second robot walks: its phase advances
+  commands[:, 3:] = [0.1, 0.2, 0.3, 0.4]
+  readings = dict(
+    gyro=np.zeros((2, 3)),
+    accelerometer=np.tile([0.0, 0.0, 9.81], (2, 1)),
+    gravity=np.tile([0.0, 0.0, -1.0], (2, 1)),
+    commands=commands,
+    dof_pos=np.zeros((2, 14)),
+    dof_vel=np.ones((2, 14)),
+    feet_contacts=np.ones((2, 2)),
+  )
+  frames = [loop.observe(**readings) for _ in range(3)]
+  np.testing.assert_array_equal(frames[0][:, SLOTS["accelerometer"]], [[0, 0, -1], [0, 0, -1]])
+  np.testing.assert_allclose(frames[0][:, SLOTS["joint_vel"]], 0.1)
+  np.testing.assert_allclose(frames[2][0, SLOTS["phase"]], [1.0, 0.0])  # held at 0
+  angle = 2 * 2 * np.pi / 27
+  np.testing.assert_allclose(frames[2][1, SLOTS["phase"]], [np.cos(angle), np.sin(angle)], atol=1e-6)
+  np.testing.assert_allclose(loop.act(np.ones((2, 14)), commands), 0.25)  # no head mix
+  with pytest.raises(ValueError, match="gravity"):
+    loop.observe(**{k: v for k, v in readings.items() if k != "gravity"})
+  with pytest.raises(ValueError, match="valid: accelerometer, gravity"):
+    runtime.RuntimeContract(imu_slot="magnetometer")
+
+
+def test_a_policy_file_names_the_runtime_contract_it_is_made_for(tmp_path):
+  meta = onnx_graph.read_metadata(write_policy(tmp_path / "duck.onnx"))
+  contract = meta["runtime_contract"]
+  assert contract == runtime.contract_metadata()
+  assert "Open_Duck_Mini_Runtime" in contract["runtime"] and "uv run walk" in contract["walk_script"]
+  assert "6faec97" in contract["commits"]
+  facts = {k: contract[k] for k in ("imu_slot", "joint_vel_scale", "phase_rule", "head_mix")}
+  assert facts == {"imu_slot": "accelerometer", "joint_vel_scale": 0.05, "phase_rule": "free-running", "head_mix": True}
+  assert runtime.RuntimeContract.from_metadata(meta) == runtime.CONTRACT
+  undated = runtime.contract_metadata(runtime.UNDATED_CONTRACT)
+  assert runtime.RuntimeContract.from_metadata({"runtime_contract": undated}) == runtime.UNDATED_CONTRACT
+  # A file from before the key: the project's contract (it was the only one the project trained for).
+  assert runtime.RuntimeContract.from_metadata({"joint_vel_scale": 0.05}) == runtime.CONTRACT
+
+
+def test_the_runtimes_exact_call_takes_its_float64_observation(tmp_path):
+  """The runtime calls `session.run(None, {"obs": [obs]})` with the float64 array it concatenated:
+  the same actions as float32, for the walker and a freshly written file."""
+  import onnxruntime as ort
+
+  model = robot_model.load_model("flat_terrain")
+  commands = np.array([[0.0] * 7, [0.15, 0.0, 0.5, 0.3, 0.2, -0.4, 0.1]])
+  frames = runtime.first_frames(model, robot_model.RobotIndices.from_model(model).home_ctrl, commands)
+  frames = frames.astype(np.float64)
+  frames = np.concatenate([frames, frames + np.random.default_rng(0).normal(0, 0.1, frames.shape)])
+  for path in (WALKER, write_policy(tmp_path / "duck.onnx", bias=0.3)):
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    batch = session.run(None, {"obs": frames.astype(np.float32)})[0]
+    for obs, expected in zip(frames, batch):
+      assert obs.dtype == np.float64
+      np.testing.assert_array_equal(session.run(None, {"obs": [obs]})[0][0], expected)
 
 
 @pytest.mark.parametrize("cutoff, clip", [(None, None), (10.0, None), (None, 1.0)])

@@ -1,6 +1,7 @@
 """The policy scorecard: it tells standing from walking and refuses foreign policies."""
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -325,3 +326,36 @@ def test_a_policy_with_an_observation_history_is_played_with_its_own_layout(tmp_
   bad = write_policy(tmp_path / "bad.onnx", {"observation_layout": odd, "observation_size": 136}, history=1)
   with pytest.raises(scoring.ScoreError, match="plus 34 per history frame"):
     scoring.score(bad, seeds=1, commands=(stand,))
+
+
+def test_the_card_reports_gait_calm_and_falls_per_kick_and_ignores_unmeasured_episodes():
+  """Joint speed and action rate at 0.1 m/s (the gait-calm guard), falls per kick delivered on the
+  push entries, and an episode that fell before it was measured (NaN metrics) left out of the means."""
+  names = ("forward_0.1", "push_stand_0.5")
+  commands = [c for c in scoring.suite() if c.name in names]
+
+  def episode(name, fell, pushes, speed, smooth):
+    command = next(c for c in commands if c.name == name)
+    n = 0 if math.isnan(speed) else 10
+    return dict(
+      command=name, seed=0, fell=fell, survival_s=1.0 if fell else 8.0, duration_s=8.0, pushes=pushes, distance_m=0.1,
+      foot_slip_mps=speed, joint_limit_share=speed, action_smoothness=smooth, joint_speed_radps=speed, power_w=speed,
+      cmd=np.tile(command.at(0.0)[:3], (n, 1)), vel=np.tile([0.08, 0.0, 0.0], (n, 1)),
+    )  # fmt: skip
+
+  card = scorecard.summarize(
+    [
+      episode("forward_0.1", False, 0, 1.0, 0.08),
+      episode("forward_0.1", False, 0, 2.0, 0.10),
+      episode("forward_0.1", True, 0, math.nan, math.nan),  # fell in its first second
+      episode("push_stand_0.5", True, 2, 0.5, 0.03),
+      episode("push_stand_0.5", False, 3, 0.5, 0.03),
+    ],
+    commands,
+    window=5,
+  )
+  h = card["headline"]
+  assert h["joint_speed_at_0.1"] == pytest.approx(1.5) and h["action_rate_at_0.1"] == pytest.approx(0.09)
+  assert card["commands"]["forward_0.1"]["foot_slip_mps"] == pytest.approx(1.5)  # not NaN
+  assert h["push_falls"] == 1 and h["push_falls_per_kick"] == pytest.approx(1 / 5)
+  assert "falls 1/2 (20% of kicks)" in scorecard.headline_line(card)

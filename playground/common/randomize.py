@@ -34,6 +34,9 @@ RANDOMIZED_FIELDS = (
   "actuator_gainprm",
   "actuator_biasprm",
 )
+#: The model fields it also writes when their ranges (`damping_scale`,
+#: `forcerange_scale`) are not (1, 1); otherwise every env shares the model's.
+SERVO_FIELDS = ("dof_damping", "actuator_forcerange")
 
 
 def default_config() -> config_dict.ConfigDict:
@@ -59,6 +62,8 @@ def default_config() -> config_dict.ConfigDict:
       # Extra x on the head servos' gain: their kp is extrapolated from the
       # runtime's lower P coefficient (8 vs 30), so it is less certain.
       head_kp_scale=(0.8, 1.2),
+      damping_scale=(1.0, 1.0),  # x joint damping of every servo
+      forcerange_scale=(1.0, 1.0),  # x servo force limit
     )
   )
 
@@ -71,7 +76,7 @@ class RandomizationTargets:
     floor_geom: geom whose friction is randomized.
     trunk_body: body that receives the centre-of-mass jitter and extra mass.
     actuators: position actuators whose joints get zero offsets, friction,
-      armature and kp randomization.
+      armature, damping, kp and force-limit randomization.
     head_actuators: the subset of `actuators` whose kp is also scaled by
       `head_kp_scale`.
   """
@@ -115,6 +120,9 @@ def make_randomization_fn(
   head = np.array([name in tuple(targets.head_actuators) for name in targets.actuators])
   c = config
   com_offset = float(c.com_offset) + float(c.get("com_offset_margin", 0.0))  # a run recorded before the margin has none
+  # Runs recorded before these ranges have none.
+  damping_scale = tuple(float(x) for x in c.get("damping_scale", (1.0, 1.0)))
+  forcerange_scale = tuple(float(x) for x in c.get("forcerange_scale", (1.0, 1.0)))
 
   def sample(model: mjx.Model, key: jax.Array) -> dict[str, jax.Array]:
     k = jax.random.split(key, 9)
@@ -142,6 +150,14 @@ def make_randomization_fn(
     # force = kp * ctrl + kp * offset - kp * q.
     biasprm = model.actuator_biasprm.at[act_ids, 1].set(-kp)
     biasprm = biasprm.at[act_ids, 0].set(kp * offset)
+    fields = {}
+    # Drawn from keys of their own, so the draws above stay those of configs before them.
+    k_damping, k_force = jax.random.split(jax.random.fold_in(key, 9))
+    if damping_scale != (1.0, 1.0):
+      fields["dof_damping"] = model.dof_damping.at[dof_ids].multiply(u(k_damping, damping_scale, (n_act,)))
+    if forcerange_scale != (1.0, 1.0):
+      force = u(k_force, forcerange_scale, (n_act,))
+      fields["actuator_forcerange"] = model.actuator_forcerange.at[act_ids].multiply(force[:, None])
     return dict(
       geom_friction=geom_friction,
       dof_frictionloss=dof_frictionloss,
@@ -152,6 +168,7 @@ def make_randomization_fn(
       qpos0=qpos0,
       actuator_gainprm=gainprm,
       actuator_biasprm=biasprm,
+      **fields,
     )
 
   def randomize(model: mjx.Model, keys: jax.Array) -> tuple[mjx.Model, mjx.Model]:

@@ -16,7 +16,6 @@ import datetime
 import logging
 import math
 import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -45,6 +44,9 @@ from playground.common.session import Session
 from playground.common.session_setup import build
 from playground.common.session_setup import initial_state
 from playground.common.session_setup import make_step_cache
+from playground.common.stop_request import DUPLICATE_SIGNAL_S
+from playground.common.stop_request import STOP_TIMEOUT_S
+from playground.common.stop_request import StopRequest
 
 if TYPE_CHECKING:
   from playground.common.robot_spec import RobotSpec
@@ -65,28 +67,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("playground")
-
-#: Seconds a stop request may take to finish the step and write its checkpoint
-#: before the process exits without it (a first save compiles the policy
-#: export, which took 26 s on a loaded 2-core machine). The checkpoint's
-#: callbacks (the duck's in-run scorecard) run after it without a deadline.
-STOP_TIMEOUT_S = 120.0
-#: A second SIGINT this soon after the first is the same Ctrl-C delivered twice:
-#: the terminal signals the whole foreground process group, and `uv run`, in
-#: that group, forwards its copy to the child 200 ms later when its stdin is not
-#: a terminal (uv 0.13.9; later on a loaded machine). The environment variable
-#: `PLAYGROUND_DUPLICATE_SIGNAL_S` changes it (seconds, e.g. for a wrapper that
-#: forwards later still).
-DUPLICATE_SIGNAL_S = 1.0
-
-
-def duplicate_signal_s() -> float:
-  """`DUPLICATE_SIGNAL_S`, or the seconds in `PLAYGROUND_DUPLICATE_SIGNAL_S` when set to a number >= 0."""
-  try:
-    value = float(os.environ.get("PLAYGROUND_DUPLICATE_SIGNAL_S", DUPLICATE_SIGNAL_S))
-  except ValueError:
-    return DUPLICATE_SIGNAL_S
-  return value if value >= 0 else DUPLICATE_SIGNAL_S
 
 
 def run(runner: RobotSpec, cfg: ResolvedConfig) -> int:
@@ -197,10 +177,8 @@ class Trainer:
       checkpoint_every=self.checkpoint_every,
     )
     self.last_checkpoint_step: int | None = start_step if runner.args.resume else None
-    self._stop = threading.Event()
+    self._stop = StopRequest(self._exit_now)
     self._overflow_reported = False
-    self._stop_requested_at: float | None = None
-    self._saved_after_stop = False
     # The input files as training read them: a policy file must not embed a later edit.
     self._file_digests = config_lib.named_file_digests(runner.named_files(session.cfg))
 
@@ -236,18 +214,12 @@ class Trainer:
         result["error"] = e
 
     thread = threading.Thread(target=worker, name="training", daemon=True)
-    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
-    for sig in previous:
-      signal.signal(sig, self._on_signal)
+    self._stop.install()
     try:
       thread.start()
       while thread.is_alive():
         thread.join(0.2)
-        if (
-          self._stop_requested_at is not None
-          and not self._saved_after_stop
-          and time.monotonic() - self._stop_requested_at > STOP_TIMEOUT_S
-        ):
+        if self._stop.overdue():
           logger.error(
             "could not finish the current step and save within %.0f s; exiting without a new "
             "checkpoint (the last complete one is kept)",
@@ -256,12 +228,7 @@ class Trainer:
           self.reporter.close()
           self._exit_now(1)
     finally:
-      if self._stop_requested_at is None:
-        for sig, handler in previous.items():
-          signal.signal(sig, handler)
-      # After a stop request the handler stays for the rest of the process: a
-      # late copy of the same Ctrl-C is still ignored, a real second one still
-      # exits at once (130), even while the process shuts down.
+      self._stop.release()
     self.reporter.close()
     if "error" in result:
       raise result["error"]
@@ -271,38 +238,8 @@ class Trainer:
         f"{self.last_checkpoint_step:,}",
         resume.resume_command(self.runner.run_dir_path()),
       )
-    self._outwait_duplicates()
+    self._stop.outwait_duplicates()
     return 0
-
-  def _outwait_duplicates(self) -> None:
-    """After a stop request, stays alive until its duplicate window has passed.
-
-    Python gives SIGINT back to the system's default action while the
-    interpreter shuts down, so a forwarded copy of the Ctrl-C that arrived
-    then would kill a process that had saved cleanly (status 130). Waiting
-    here, with `_on_signal` installed, lets every copy within the window meet
-    the handler; the save usually takes longer than the window, so this
-    rarely waits at all.
-    """
-    if self._stop_requested_at is None:
-      return
-    left = self._stop_requested_at + duplicate_signal_s() - time.monotonic()
-    if left > 0:
-      time.sleep(left)
-
-  def _on_signal(self, signum: int, frame: Any) -> None:
-    del frame
-    if self._stop.is_set():
-      if time.monotonic() - self._stop_requested_at < duplicate_signal_s():
-        return  # the same Ctrl-C, forwarded by `uv run`
-      logger.warning("second signal: exiting immediately without saving")
-      self._exit_now(130)
-    logger.warning(
-      "%s received: finishing the current step and saving a checkpoint (press Ctrl-C again to exit without saving)",
-      signal.Signals(signum).name,
-    )
-    self._stop_requested_at = time.monotonic()
-    self._stop.set()
 
   def _exit_now(self, status: int) -> None:
     """Exits the process at once, removing a checkpoint being written (complete ones are kept)."""
@@ -440,8 +377,7 @@ class Trainer:
     checkpointing.prune(self.run_dir, self.keep_last)
     logger.info("checkpoint %s", path)
     if self._stop.is_set():
-      # Complete: what follows (callbacks, scoring) is no longer under the stop deadline.
-      self._saved_after_stop = True
+      self._stop.mark_saved()  # callbacks and scoring follow without a deadline
       logger.info("stopping after the checkpoint's callbacks (press Ctrl-C again to exit now; it is kept)")
     try:
       scalars = self.runner.on_checkpoint(int(step), path)

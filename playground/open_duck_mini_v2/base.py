@@ -25,6 +25,7 @@ from playground.common import config as config_lib
 from playground.common.observation_layout import ObservationLayout
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2 import servos
 from playground.open_duck_mini_v2.actuation import commanded_targets
 from playground.open_duck_mini_v2.actuation import motor_targets
 from playground.open_duck_mini_v2.robot_model import RobotIndices
@@ -75,7 +76,8 @@ class OpenDuckMiniV2Env(MjxEnv):
       raise config_lib.ConfigError(f"critic_dynamics must be true or false, got {config.critic_dynamics!r}")
     super().__init__(config)
     self._task = task
-    self._mj_model = load_model(task)
+    self._mj_model = load_model(task, servo_profile=servos.name_of(self._config))
+    self._max_motor_velocity = servos.speed_limit(self._config)  # rad/s, the servo profile's unless set
     self._mj_model.opt.timestep = self._config.sim_dt
     # This process's own device: MJX would default to jax.devices()[0], which
     # belongs to process 0 in a multi-host run.
@@ -258,7 +260,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       info["command"],
       info["motor_targets"],
       cfg.action_scale,
-      cfg.max_motor_velocity,
+      self._max_motor_velocity,
       cfg.ctrl_dt,
     )
     return {

@@ -1,6 +1,7 @@
 """Reference gait of the Open Duck Mini V2, generated from the project's own model.
 
     uv run playground/open_duck_mini_v2/gait_generator.py generate          # rewrite the built-in table
+    uv run playground/open_duck_mini_v2/gait_generator.py generate --servo c001   # slowed to a servo profile
     uv run playground/open_duck_mini_v2/gait_generator.py plot --vx 0.1 --output gait.png
 
 Method (no external planner):
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -51,6 +53,7 @@ from playground.common import reference as ref_lib
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import gait_tables
 from playground.open_duck_mini_v2 import robot_model
+from playground.open_duck_mini_v2 import servos
 from playground.open_duck_mini_v2.gait_tables import FRAME_LAYOUT
 
 logger = logging.getLogger("playground")
@@ -96,6 +99,27 @@ def default_config() -> config_dict.ConfigDict:
       yaw_rate=(-1.0, 1.0, 5),
     )
   )
+
+
+def fit_to_speed(cfg: config_dict.ConfigDict, max_velocity: float) -> config_dict.ConfigDict:
+  """The gait config for servos of `max_velocity` rad/s: `cfg` slowed down to their speed, or `cfg` itself.
+
+  Slower by `gait_tables.slowdown(max_velocity)` = k (1 for servos at least as
+  fast as those the built-in gait was made for): the period k times longer,
+  rounded up to whole frames (the runtime counts whole control steps per
+  period), and footsteps planned for stride_gain / k of the command, so every
+  footstep and swing has the built-in gait's shape and every joint moves k
+  times slower. Nothing else changes.
+  """
+  k = gait_tables.slowdown(max_velocity)
+  if k == 1.0:
+    return cfg
+  frames = math.ceil(float(cfg.period) * int(cfg.fps) * k - 1e-6)
+  period = frames / int(cfg.fps)
+  out = config_dict.ConfigDict(cfg.to_dict())
+  out.stride_gain = float(cfg.get("stride_gain", 1.0)) * float(cfg.period) / period
+  out.period = period
+  return out
 
 
 class LegIK:
@@ -337,8 +361,9 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser = argparse.ArgumentParser(description="Generate or plot the Open Duck Mini V2 reference gait.")
   sub = parser.add_subparsers(dest="command", required=True)
   gen = sub.add_parser("generate", help="(re)generate the reference table")
-  gen.add_argument("--output", default=str(gait_tables.BUILTIN_TABLE))
+  gen.add_argument("--output", help="default: the built-in table, or the --servo profile's")
   gen.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="e.g. period=0.6")
+  gen.add_argument("--servo", help="slow the gait down to the speed of a servo profile's servos (`fit_to_speed`)")
   pl = sub.add_parser("plot", help="PNG of one period for a command")
   pl.add_argument("--reference", help="table (.npz); default: the built-in one")
   pl.add_argument("--vx", type=float, default=0.1)
@@ -351,11 +376,15 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     if args.command == "generate":
       cfg = config_lib.apply_overrides(default_config(), config_lib.parse_overrides(args.set))
+      output = args.output or gait_tables.BUILTIN_TABLE
+      if args.servo:
+        cfg = fit_to_speed(cfg, servos.profile(args.servo).max_velocity)
+        output = args.output or gait_tables.servo_table(args.servo)
       table = generate(cfg)
-      Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-      table.save(args.output)
+      Path(output).parent.mkdir(parents=True, exist_ok=True)
+      table.save(output)
       logger.info(
-        "wrote %s: %s commands x %d frames", args.output, "x".join(str(len(a)) for a in table.axes), table.num_phases
+        "wrote %s: %s commands x %d frames", output, "x".join(str(len(a)) for a in table.axes), table.num_phases
       )
     else:
       table = ref_lib.ReferenceTable.load(args.reference) if args.reference else load_default()

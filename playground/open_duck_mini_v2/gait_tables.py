@@ -22,6 +22,7 @@ from playground.common.reference import ReferenceError
 from playground.common.reference import ReferenceTable
 from playground.common.reference import frame_layout
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import servos
 
 logger = logging.getLogger("playground")
 
@@ -30,8 +31,27 @@ NUM_JOINTS = len(consts.ACTUATOR_NAMES)
 #: Layout of one frame of the duck's reference tables.
 FRAME_LAYOUT = frame_layout(NUM_JOINTS)
 #: The built-in generated gait (`gait_generator.py generate`), used when
-#: `reference.path` is empty.
+#: `reference.path` is empty and the servos are fast enough for it (`servo_table`).
 BUILTIN_TABLE = consts.ROOT_PATH / "data" / "reference_gait.npz"
+#: rad/s: the servo speed the built-in gait was made and trained for (the default servo profile's).
+BUILTIN_SERVO_SPEED = servos.PROFILES[servos.DEFAULT].max_velocity
+
+
+def slowdown(max_velocity: float) -> float:
+  """How many times slower than the built-in gait a gait must move for servos of `max_velocity` rad/s.
+
+  The built-in gait asks of the default servo what it was trained with, so a
+  servo at least as fast runs it as it is (1.0); a slower one needs every joint
+  `BUILTIN_SERVO_SPEED / max_velocity` times slower (`gait_generator.fit_to_speed`).
+  """
+  return max(1.0, BUILTIN_SERVO_SPEED / float(max_velocity))
+
+
+def servo_table(profile_name: str) -> Path:
+  """The generated gait for the servos of a profile: the built-in one, or one slowed down to their speed."""
+  if slowdown(servos.profile(profile_name).max_velocity) == 1.0:
+    return BUILTIN_TABLE
+  return consts.ROOT_PATH / "data" / f"reference_gait_{profile_name}.npz"
 
 
 def feedforward_on(config: Any) -> bool:
@@ -52,8 +72,8 @@ def uses_reference(config: Any) -> bool:
 
 
 def table_path(config: Any) -> Path:
-  """The reference table a joystick env built from `config` reads."""
-  return Path(config.reference.path) if config.reference.path else BUILTIN_TABLE
+  """The reference table a joystick env built from `config` reads (`reference.path`, else its servos' gait)."""
+  return Path(config.reference.path) if config.reference.path else servo_table(servos.name_of(config))
 
 
 #: Index of our 14 joints among the community file's 16 (antennas dropped).

@@ -7,6 +7,7 @@ observation), `act` (the servos' control for this period's actions) and
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import jax
@@ -18,6 +19,7 @@ from flax import struct
 from playground.open_duck_mini_v2 import envs
 from playground.open_duck_mini_v2 import runtime as runtime_lib
 from playground.open_duck_mini_v2 import sensing
+from playground.open_duck_mini_v2 import servos
 
 
 @struct.dataclass
@@ -113,6 +115,8 @@ class RuntimeSource:
 
   def __init__(self, nominal, models, config, metadata, seed: int, phase_factor: np.ndarray, options):
     dt = float(config.ctrl_dt)
+    if options.contract is None:  # the runtime variant the file is made for
+      options = dataclasses.replace(options, contract=runtime_lib.RuntimeContract.from_metadata(metadata))
     self.options = options
     self.home = np.asarray(metadata["home_pose"], np.float64)
     period = float(metadata.get("gait_period_steps") or 1.0 / (float(metadata["gait_frequency_hz"]) * dt))
@@ -124,7 +128,7 @@ class RuntimeSource:
       models,
       config.noise_config,
       config.delay,
-      float(config.max_motor_velocity),
+      servos.speed_limit(config),
       dt,
       np.random.default_rng([seed, 1]),
     )

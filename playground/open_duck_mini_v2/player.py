@@ -35,6 +35,7 @@ from playground.common import randomize
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import envs
 from playground.open_duck_mini_v2 import runtime as runtime_lib
+from playground.open_duck_mini_v2 import servos
 from playground.open_duck_mini_v2.observation_sources import EnvSource
 from playground.open_duck_mini_v2.observation_sources import RuntimeSource
 from playground.open_duck_mini_v2.observation_sources import env_steps
@@ -104,12 +105,13 @@ def randomized_models(nominal: mujoco.MjModel, config: Any, keys: np.ndarray) ->
   """One MuJoCo C model per key, randomized like the training env (or copies)."""
   if not config.domain_randomization.enabled:
     return [copy.copy(nominal) for _ in keys]
-  fn = randomize.make_randomization_fn(nominal, envs.randomization_targets(), config.domain_randomization)
-  batched, _ = fn(mjx.put_model(nominal), jp.asarray(keys))
+  fn = randomize.make_randomization_fn(nominal, envs.randomization_targets(), servos.domain_randomization(config))
+  batched, in_axes = fn(mjx.put_model(nominal), jp.asarray(keys))
+  fields = [n for n in randomize.RANDOMIZED_FIELDS + randomize.SERVO_FIELDS if getattr(in_axes, n) == 0]
   models = []
   for i in range(len(keys)):
     m = copy.copy(nominal)
-    for name in randomize.RANDOMIZED_FIELDS:
+    for name in fields:
       getattr(m, name)[:] = np.asarray(getattr(batched, name)[i])
     models.append(m)
   return models
@@ -195,6 +197,7 @@ def play(
   sensor = lambda d, name: d.sensordata[slice(ids.sensors[name][0], sum(ids.sensors[name]))]  # noqa: E731
   jnt_range = np.stack([m.jnt_range[m.actuator_trnid[:, 0]] for m in models])
   jnt_qpos = np.stack([m.jnt_qposadr[m.actuator_trnid[:, 0]] for m in models])
+  legs = [consts.ACTUATOR_NAMES.index(name) for name in consts.LEG_JOINT_NAMES]  # the gait's joints
   term = config.termination
   alive = np.ones(n, bool)
   cause = [""] * n
@@ -215,7 +218,7 @@ def play(
 
   push_at = next_push(np.zeros(n, np.int64))
   kicks = np.zeros(n, int)
-  sums = {k: np.zeros(n) for k in ("slip", "limit", "smooth", "power")}
+  sums = {k: np.zeros(n) for k in ("slip", "limit", "smooth", "power", "joint_speed")}
   limit_by_joint = np.zeros((n, len(ids.home_ctrl)))
   cmd_log, vel_log, used = [], [], []
   settle = int(round(SETTLE_S / dt))
@@ -279,6 +282,7 @@ def play(
       limit_by_joint += w[:, None] * near
       sums["smooth"] += w * np.mean(np.abs(action - last_action), axis=-1)
       sums["power"] += w * np.sum(np.abs(force * qvel), axis=-1)
+      sums["joint_speed"] += w * np.mean(np.abs(qvel[:, legs]), axis=-1)
       counted += w
     cmd_log.append(command[:, :3])
     vel_log.append(vel)
@@ -317,6 +321,7 @@ def play(
           if counted[i] and limit_by_joint[i, j]
         },
         action_smoothness=mean("smooth"),
+        joint_speed_radps=mean("joint_speed"),
         power_w=mean("power"),
       )
     )

@@ -23,6 +23,7 @@ from playground.common import policy_file
 from playground.common import run_dirs
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import observations as obs_lib
+from playground.open_duck_mini_v2 import servos
 from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.envs import ENVS
 from playground.open_duck_mini_v2.envs import env_class
@@ -125,6 +126,7 @@ def play_config(
   delays: bool,
   randomization: bool,
   overrides: Sequence[tuple[str, str]] = (),
+  servo: str | None = None,
 ) -> config_dict.ConfigDict:
   """The env config to play a policy with: the run's (or the env's default), as the policy was trained.
 
@@ -132,7 +134,9 @@ def play_config(
   file's metadata. The trunk offset's training margin is dropped (see
   `randomize.default_config`). `overrides` (`config.parse_overrides` pairs)
   change it first, as `--set` does for training; an unknown key raises
-  `ConfigError`. Pushes are the player's job (`player.Pushes`), never the env's.
+  `ConfigError`. `servo` names other servos to play it with (`servos.select`,
+  before `overrides`; None: those it trained with). Pushes are the player's
+  job (`player.Pushes`), never the env's.
   """
   config = env_class(metadata["env"]).default_config()
   if env_config is not None:
@@ -141,6 +145,8 @@ def play_config(
   # margin (`com_offset_margin`) is left out, unless `overrides` set it again.
   if config.domain_randomization.get("com_offset_margin", 0.0):
     config.domain_randomization.com_offset_margin = 0.0
+  if servo is not None:
+    config = servos.select(config, servo)
   if overrides:
     config = config_lib.apply_overrides(config, overrides)
   config.action_scale = float(metadata.get("action_scale", config.action_scale))

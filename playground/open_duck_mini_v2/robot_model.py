@@ -20,13 +20,16 @@ from mujoco import mjx
 from playground.common import config as config_lib
 from playground.common import mjcf
 from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import servos
 
 
-def load_spec(task: str, terrain_seed: int = consts.TERRAIN_SEED) -> mujoco.MjSpec:
-  """The MjSpec of a task's scene (see `constants.TASKS`)."""
+def load_spec(task: str, terrain_seed: int = consts.TERRAIN_SEED, servo_profile: str = servos.DEFAULT) -> mujoco.MjSpec:
+  """The MjSpec of a task's scene (see `constants.TASKS`) with the servos of `servo_profile`."""
   config_lib.check_choice("--task", task, consts.TASKS)
+  servo = servos.profile(servo_profile)
   terrain = task.removesuffix("_backlash")
   spec = mujoco.MjSpec.from_file(str(consts.XML_DIR / f"scene_{terrain}.xml"))
+  apply_servo(spec, servo)
   if terrain == "rough_terrain":
     hfield = spec.hfield("terrain")
     hfield.userdata = mjcf.procedural_heightfield(hfield.nrow, hfield.ncol, terrain_seed).ravel()
@@ -34,16 +37,39 @@ def load_spec(task: str, terrain_seed: int = consts.TERRAIN_SEED) -> mujoco.MjSp
     mjcf.add_backlash(
       spec,
       consts.JOINT_NAMES,
-      half_range=consts.BACKLASH_HALF_RANGE,
+      half_range=servo.backlash,
       damping=consts.BACKLASH_DAMPING,
       armature=consts.BACKLASH_ARMATURE,
     )
   return spec
 
 
-def load_model(task: str, terrain_seed: int = consts.TERRAIN_SEED) -> mujoco.MjModel:
-  """Compiles the MuJoCo model of a task's scene."""
-  return load_spec(task, terrain_seed).compile()
+def load_model(
+  task: str, terrain_seed: int = consts.TERRAIN_SEED, servo_profile: str = servos.DEFAULT
+) -> mujoco.MjModel:
+  """Compiles the MuJoCo model of a task's scene with the servos of `servo_profile` (`servos.PROFILES`)."""
+  return load_spec(task, terrain_seed, servo_profile).compile()
+
+
+def apply_servo(spec: mujoco.MjSpec, servo: servos.ServoProfile) -> mujoco.MjSpec:
+  """Gives every actuated joint the servo's gain, force limit, damping, armature and friction.
+
+  Gains are scaled by `servo.kp` over the MJCF's leg gain, so the head servos
+  keep the MJCF's head/leg ratio, and the MJCF's own servo (the default
+  profile) compiles to exactly the MJCF's numbers. Modifies `spec` in place.
+  """
+  leg_kp = float(spec.actuator(consts.LEG_JOINT_NAMES[0]).gainprm[0])
+  for name in consts.ACTUATOR_NAMES:
+    actuator = spec.actuator(name)
+    kp = float(actuator.gainprm[0]) * (servo.kp / leg_kp)
+    actuator.gainprm[0] = kp
+    actuator.biasprm[1] = -kp
+    actuator.forcerange = [-servo.max_torque, servo.max_torque]
+    joint = spec.joint(actuator.target)
+    joint.damping[0] = servo.damping
+    joint.armature = servo.armature
+    joint.frictionloss = servo.frictionloss
+  return spec
 
 
 @dataclasses.dataclass(frozen=True)

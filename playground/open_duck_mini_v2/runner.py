@@ -23,6 +23,7 @@ from playground.common.runner import BaseRunner
 from playground.common.runner import ResolvedConfig
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import presets as presets_lib
+from playground.open_duck_mini_v2 import servos
 from playground.open_duck_mini_v2.envs import ENVS
 from playground.open_duck_mini_v2.envs import env_class
 
@@ -113,6 +114,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
   def resolve_config(self) -> ResolvedConfig:
     cfg = super().resolve_config()
+    servos.of_config(cfg.env_config)  # a wrong `--set servo_profile=` is one line, before JAX loads
     path = self.args.extra.get("reference")
     if path:
       if self.args.env != "joystick":

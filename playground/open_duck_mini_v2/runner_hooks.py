@@ -28,6 +28,7 @@ from playground.open_duck_mini_v2 import robot_model
 from playground.open_duck_mini_v2 import runtime
 from playground.open_duck_mini_v2 import scorecard
 from playground.open_duck_mini_v2 import scoring
+from playground.open_duck_mini_v2 import servos
 from playground.open_duck_mini_v2.envs import command_ranges
 from playground.open_duck_mini_v2.envs import env_class
 from playground.open_duck_mini_v2.envs import randomization_targets
@@ -39,7 +40,7 @@ def make_randomizer(env, env_config: config_dict.ConfigDict) -> RandomizationFn 
   """Domain randomization of the duck's floor, trunk and servos, or None when it is off."""
   if not env_config.domain_randomization.enabled:
     return None
-  return randomize.make_randomization_fn(env.mj_model, randomization_targets(), env_config.domain_randomization)
+  return randomize.make_randomization_fn(env.mj_model, randomization_targets(), servos.domain_randomization(env_config))
 
 
 def policy_metadata(env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
@@ -62,11 +63,15 @@ def policy_metadata(env_name: str, task: str, env_config: config_dict.ConfigDict
     "observation_size": layout.size,
     "observation_history": history,
     "joint_vel_scale": observations.JOINT_VEL_SCALE,
+    # The runtime, walk script and commits the file is made for, and the four facts that tell
+    # the runtime's variants apart (`runtime.RuntimeContract`); check_log.py compares a robot's log with them.
+    "runtime_contract": runtime.contract_metadata(),
     "command_names": list(observations.COMMAND_NAMES),
     "action_names": list(consts.ACTUATOR_NAMES),
     "action_scale": float(env_config.action_scale),
     "home_pose": [float(x) for x in ids.home_ctrl],
-    "max_motor_velocity": float(env_config.max_motor_velocity),
+    "servo_profile": servos.name_of(env_config),
+    "max_motor_velocity": servos.speed_limit(env_config),
     "control_period_s": float(env_config.ctrl_dt),
     "gait_frequency_hz": frequency,
     "gait_period_steps": round(phase_steps, 6),

@@ -24,6 +24,13 @@ The loop, per control step:
 `Hardware` is the simulated robot under that loop: its sensors (by MJCF
 name, with the training env's noise levels and IMU delay) and its servos
 (the training env's action delay, speed limit and range).
+
+`RuntimeContract` names what tells the runtime's variants apart (the IMU
+slot, the joint-velocity scale, the phase rule and the head mix): `CONTRACT`
+is the one every dated runtime version since April 2025 speaks and this
+project's files are made for (written into their metadata by
+`contract_metadata`); `UNDATED_CONTRACT` is the other, an undated variant of
+the walk script. The loop plays either (`RuntimeOptions.contract`).
 """
 
 from __future__ import annotations
@@ -40,9 +47,77 @@ from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import robot_model
 from playground.open_duck_mini_v2 import sensing
 
-#: The runtime's joint-velocity scale and its phase button's factor.
-JOINT_VEL_SCALE = 0.05
+#: The runtime's phase button's factor.
 PHASE_BUTTON_FACTOR = 1.3
+#: The runtime's phase rule "held": the phase stays at 0 while |(vx, vy, yaw rate)| <= this.
+PHASE_HOLD_BELOW = 0.1
+#: The values of `RuntimeContract`'s facts.
+IMU_SLOTS = ("accelerometer", "gravity")
+PHASE_RULES = ("free-running", "held")
+
+#: The runtime this project's policy files are made for, its walk scripts and the commits
+#: that speak `CONTRACT` (read from the runtime's history; see docs/on-the-robot.md).
+RUNTIME = "Open_Duck_Mini_Runtime (github.com/apirrone/Open_Duck_Mini_Runtime)"
+WALK_SCRIPTS = (
+  "src/open_duck_mini_runtime/walk.py (`uv run walk`, `uv run walk-keyboard`); "
+  "before the package: scripts/v2_rl_walk_mujoco.py"
+)
+COMMITS = "6faec97 (2025-04-07, head mix added) and every later dated version"
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeContract:
+  """The four facts that tell the runtime's variants apart.
+
+  Attributes:
+    imu_slot: what the observation holds after the gyro: "accelerometer" (the
+      raw accelerometer, m/s^2) or "gravity" (the IMU's orientation applied
+      to (0, 0, -1): a unit vector).
+    joint_vel_scale: the joint velocities are observed times this.
+    phase_rule: "free-running" (the phase advances every step) or "held" (it
+      stays at 0 while |(vx, vy, yaw rate)| <= `PHASE_HOLD_BELOW`).
+    head_mix: the 4 head commands are added to the head servos' targets.
+  """
+
+  imu_slot: str = "accelerometer"
+  joint_vel_scale: float = 0.05
+  phase_rule: str = "free-running"
+  head_mix: bool = True
+
+  def __post_init__(self):
+    if self.imu_slot not in IMU_SLOTS:
+      raise ValueError(f"unknown IMU slot '{self.imu_slot}'; valid: {', '.join(IMU_SLOTS)}")
+    if self.phase_rule not in PHASE_RULES:
+      raise ValueError(f"unknown phase rule '{self.phase_rule}'; valid: {', '.join(PHASE_RULES)}")
+
+  @classmethod
+  def from_metadata(cls, metadata: Mapping[str, Any]) -> RuntimeContract:
+    """The contract a policy file's metadata names (`runtime_contract`); files from before the
+    key: `CONTRACT`, with the file's `joint_vel_scale` if it has one."""
+    named = dict(metadata.get("runtime_contract") or {})
+    scale = named.get("joint_vel_scale", metadata.get("joint_vel_scale", cls.joint_vel_scale))
+    return cls(
+      imu_slot=str(named.get("imu_slot", cls.imu_slot)),
+      joint_vel_scale=float(scale),
+      phase_rule=str(named.get("phase_rule", cls.phase_rule)),
+      head_mix=bool(named.get("head_mix", cls.head_mix)),
+    )
+
+
+#: The contract of every dated runtime version since April 2025; this project's files are made for it.
+CONTRACT = RuntimeContract()
+#: An undated variant of the walk script: projected gravity, velocities x 0.1, the phase held
+#: at small commands, no head commands in the targets. A file made for one walks badly on the other.
+UNDATED_CONTRACT = RuntimeContract(imu_slot="gravity", joint_vel_scale=0.1, phase_rule="held", head_mix=False)
+#: The runtime's joint-velocity scale (`CONTRACT`'s).
+JOINT_VEL_SCALE = CONTRACT.joint_vel_scale
+
+
+def contract_metadata(contract: RuntimeContract = CONTRACT) -> dict[str, Any]:
+  """The policy metadata `runtime_contract`: the runtime, its walk scripts, the commits and the four facts."""
+  return {"runtime": RUNTIME, "walk_script": WALK_SCRIPTS, "commits": COMMITS, **dataclasses.asdict(contract)}
+
+
 #: The head servos' places in the action (the runtime adds the head commands there).
 _HEAD = [consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]
 #: The runtime's observation size (no history).
@@ -61,6 +136,9 @@ class RuntimeOptions:
     cutoff_frequency: Hz of the runtime's first-order low-pass filter on the
       targets; None: no filter (its default).
     filter_after_s: the filter's output is used after this many seconds.
+    contract: the runtime variant to play (`CONTRACT`, the one this project's
+      files are made for, or `UNDATED_CONTRACT`); None: the one the policy
+      file's metadata names (the player's runtime source), else `CONTRACT`.
   """
 
   hold_s: float = 2.0
@@ -68,6 +146,7 @@ class RuntimeOptions:
   max_motor_velocity: float | None = None
   cutoff_frequency: float | None = None
   filter_after_s: float = 1.0
+  contract: RuntimeContract | None = None
 
 
 class RuntimeLoop:
@@ -99,6 +178,7 @@ class RuntimeLoop:
     self.period_steps = float(period_steps)
     self.ctrl_dt = float(ctrl_dt)
     self.options = options
+    self.contract = options.contract or CONTRACT
     self.phase_factor = np.broadcast_to(np.asarray(phase_factor, np.float64), (n,)).copy()
     nj = len(self.init_pos)
     self.last_actions = np.zeros((3, n, nj))  # last, last_last, last_last_last
@@ -119,15 +199,26 @@ class RuntimeLoop:
     dof_pos: np.ndarray,
     dof_vel: np.ndarray,
     feet_contacts: np.ndarray,
+    gravity: np.ndarray | None = None,
   ) -> np.ndarray:
-    """The observation [n, 101] in the runtime's order; then advances the phase."""
+    """The observation [n, 101] in the runtime's order; then advances the phase.
+
+    `gravity` (the IMU's orientation applied to (0, 0, -1)) takes the
+    accelerometer's slot when the contract's `imu_slot` is "gravity".
+    """
+    contract = self.contract
+    imu = accelerometer
+    if contract.imu_slot == "gravity":
+      if gravity is None:
+        raise ValueError("the contract observes gravity: pass the IMU's gravity direction")
+      imu = gravity
     obs = np.concatenate(
       [
         gyro,
-        accelerometer,
+        imu,
         commands,
         dof_pos - self.init_pos,
-        dof_vel * JOINT_VEL_SCALE,
+        dof_vel * contract.joint_vel_scale,
         self.last_actions[0],
         self.last_actions[1],
         self.last_actions[2],
@@ -138,6 +229,9 @@ class RuntimeLoop:
       axis=1,
     ).astype(np.float32)
     self.imitation_i = (self.imitation_i + self.phase_factor + self.options.phase_offset) % self.period_steps
+    if contract.phase_rule == "held":
+      moving = np.linalg.norm(np.asarray(commands, np.float64)[:, :3], axis=1) > PHASE_HOLD_BELOW
+      self.imitation_i = np.where(moving, self.imitation_i, 0.0)
     angle = self.imitation_i / self.period_steps * 2 * np.pi
     self.imitation_phase = np.stack([np.cos(angle), np.sin(angle)], axis=1)
     return obs
@@ -155,7 +249,8 @@ class RuntimeLoop:
       if self.loop_time > self.options.filter_after_s:
         targets = self.filter_state.copy()
     self.prev_motor_targets = targets.copy()
-    targets[:, _HEAD] = targets[:, _HEAD] + np.asarray(commands, np.float64)[:, 3:7]
+    if self.contract.head_mix:
+      targets[:, _HEAD] = targets[:, _HEAD] + np.asarray(commands, np.float64)[:, 3:7]
     self.motor_targets = targets
     self.loop_time += self.ctrl_dt
     return targets
@@ -164,10 +259,11 @@ class RuntimeLoop:
 class Hardware:
   """The simulated robot under the runtime: its sensors and servos, `n` at once.
 
-  Sensors are read from MuJoCo C data by name (`RobotIndices`): the IMU's gyro and
-  accelerometer, the servo encoders (joint angle, plus the backlash play on
-  backlash scenes, minus the servo's zero offset that randomization put in
-  `qpos0`), their velocities and the foot switches. Noise is uniform,
+  Sensors are read from MuJoCo C data by name (`RobotIndices`): the IMU's gyro,
+  accelerometer and orientation (as the gravity direction), the servo encoders
+  (joint angle, plus the backlash play on backlash scenes, minus the servo's
+  zero offset that randomization put in `qpos0`), their velocities and the
+  foot switches. Noise is uniform,
   `level * scale * U(-1, 1)` with the training env's per-joint scales
   (`sensing.noise_scales`); the IMU lags `imu_steps` control steps (drawn
   per robot). The servos receive the sent targets `action_steps` late
@@ -227,10 +323,20 @@ class Hardware:
     q = np.stack([d.qpos[ids.act_qpos] + mask * d.qpos[ids.encoder_backlash_qpos] for d in datas])
     qd = np.stack([d.qvel[ids.act_dof] + mask * d.qvel[ids.encoder_backlash_dof] for d in datas])
     imu = np.stack(
-      [np.concatenate([ids.sensor(d, consts.GYRO_SENSOR), ids.sensor(d, consts.ACCELEROMETER_SENSOR)]) for d in datas]
+      [
+        np.concatenate(
+          [
+            ids.sensor(d, consts.GYRO_SENSOR),
+            ids.sensor(d, consts.ACCELEROMETER_SENSOR),
+            d.site_xmat[ids.imu_site].reshape(3, 3).T @ np.array([0.0, 0.0, -1.0]),
+          ]
+        )
+        for d in datas
+      ]
     )
+    # The orientation (gravity) is the IMU's fused estimate: no noise of its own, the same delay.
     imu = imu + np.concatenate(
-      [self._uniform(self.noise["gyro"], (n, 3)), self._uniform(self.noise["accel"], (n, 3))], 1
+      [self._uniform(self.noise["gyro"], (n, 3)), self._uniform(self.noise["accel"], (n, 3)), np.zeros((n, 3))], 1
     )
     if self.imu_buffer is None:
       self.imu_buffer = np.repeat(imu[None], 4, axis=0)
@@ -239,7 +345,8 @@ class Hardware:
     contacts = np.stack([[float(ids.sensor(d, f)[0] > 0) for f in consts.FEET_CONTACT_SENSORS] for d in datas])
     return {
       "gyro": imu[:, :3],
-      "accelerometer": imu[:, 3:],
+      "accelerometer": imu[:, 3:6],
+      "gravity": imu[:, 6:],
       "dof_pos": q - self.zero_offsets + self._uniform(self.noise["pos"], q.shape),
       "dof_vel": qd + self._uniform(self.noise["vel"], qd.shape),
       "feet_contacts": contacts,

@@ -3,8 +3,9 @@
     uv run playground/open_duck_mini_v2/score.py checkpoints/<run>            # latest checkpoint
     uv run playground/open_duck_mini_v2/score.py checkpoints/<run>/<step>     # one checkpoint
     uv run playground/open_duck_mini_v2/score.py policy.onnx [--clean] [--seeds 3]
-    uv run playground/open_duck_mini_v2/score.py policy.onnx --runtime [--cutoff_frequency 40]
+    uv run playground/open_duck_mini_v2/score.py policy.onnx --runtime [--cutoff_frequency 40] [--save_obs DIR]
     uv run playground/open_duck_mini_v2/score.py checkpoints/<run> --set domain_randomization.com_offset=0.05
+    uv run playground/open_duck_mini_v2/score.py policy.onnx --servo c001 [--runtime]   # with other servos
 
 Plays the policy in MuJoCo's C engine (`scoring.score`) on a fixed suite of
 commands (stand, forward 0.1 and 0.15 m/s, backward 0.1, sideways +-0.1,
@@ -17,9 +18,12 @@ action/IMU delays (`--clean` turns all three off). Observations come from
 the training env's own functions, or with `--runtime` from an independent
 implementation of the Open Duck robot runtime's loop (`runtime.py`: a 2 s
 hold, the phase starting at (0, 0), its options `--clip_motor_velocity` and
-`--cutoff_frequency`). `--set KEY=VALUE` changes the run's env config
-before playing (e.g. wider randomization ranges than the policy was
-trained with).
+`--cutoff_frequency`; `--save_obs DIR` writes each entry's first episode
+as the runtime's log, to compare with a robot's: check_log.py). `--set
+KEY=VALUE` changes the run's env config before playing (e.g. wider
+randomization ranges than the policy was trained with). `--servo NAME` plays it with the servos of a profile
+(`servos.PROFILES`: gains, force limit, speed limit and their randomization)
+instead of those it trained with: will this file work with my servos?
 
 Per command it reports survival time and falls (and why: tipped, sank,
 non-finite state or action), the achieved vx / vy / yaw rate in the heading
@@ -50,6 +54,7 @@ from playground.common import onnx_graph
 from playground.common.runner import setup_compilation_cache
 from playground.open_duck_mini_v2 import policy_io
 from playground.open_duck_mini_v2 import runtime as runtime_lib
+from playground.open_duck_mini_v2 import servos
 from playground.open_duck_mini_v2.policy_io import ScoreError
 from playground.open_duck_mini_v2.scorecard import table
 from playground.open_duck_mini_v2.scorecard import write
@@ -81,7 +86,17 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument(
     "--cutoff_frequency", type=float, help="with --runtime: the runtime's low-pass filter on the targets (Hz)"
   )
+  parser.add_argument(
+    "--save_obs",
+    metavar="DIR",
+    help="with --runtime: write each entry's first episode as the robot runtime's log, DIR/<entry>.pkl "
+    "(compare it with your robot's: check_log.py)",
+  )
   parser.add_argument("--task", help="scene (default: the policy's own)")
+  parser.add_argument(
+    "--servo",
+    help=f"play with the servos of this profile, not the policy's own ({', '.join(servos.PROFILES)}; docs/servos.md)",
+  )
   config_lib.add_override_argument(
     parser, help="change the run's env config before playing, e.g. domain_randomization.com_offset=0.05 (repeatable)"
   )
@@ -91,10 +106,14 @@ def main(argv: Sequence[str] | None = None) -> int:
   try:
     if args.seeds < 1:
       raise ScoreError(f"--seeds must be at least 1, got {args.seeds}")
+    if args.save_obs is not None and not args.runtime:
+      raise ScoreError("--save_obs writes the robot runtime's log: add --runtime")
     if (args.clip_motor_velocity or args.cutoff_frequency is not None) and not args.runtime:
       raise ScoreError("--clip_motor_velocity and --cutoff_frequency are options of the runtime loop: add --runtime")
     if args.cutoff_frequency is not None and not args.cutoff_frequency > 0:
       raise ScoreError(f"--cutoff_frequency must be a positive frequency in Hz, got {args.cutoff_frequency}")
+    if args.servo is not None:
+      servos.profile(args.servo)
     overrides = config_lib.parse_overrides(args.overrides)
     policy_path, env_config, out_dir = policy_io.resolve_policy(args.path)
     options = None
@@ -115,6 +134,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       overrides=overrides,
       source="runtime" if args.runtime else "env",
       runtime_options=options,
+      servo=args.servo,
+      save_obs=args.save_obs,
     )
   except (ScoreError, checkpointing.CheckpointError, onnx_graph.ExportError, config_lib.ConfigError) as e:
     sys.stderr.write(f"error: {e}\n")
@@ -125,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ("_clean", args.clean),
     ("_pushes", args.pushes),
     ("_set", bool(overrides)),
+    (f"_{args.servo}", args.servo is not None),
   )
   stem = ("score" if Path(args.path).is_dir() else f"{policy_path.stem}_score") + "".join(
     suffix for suffix, on in conditions if on
@@ -132,6 +154,8 @@ def main(argv: Sequence[str] | None = None) -> int:
   json_path, png_path = write(card, Path(args.output) if args.output else out_dir, stem)
   print(table(card))
   logger.info("wrote %s and %s (%.1f s)", json_path, png_path, card["wall_time_s"])
+  if args.save_obs is not None:
+    logger.info("wrote the runtime's log of each entry's first episode to %s/<entry>.pkl", args.save_obs)
   return 0
 
 

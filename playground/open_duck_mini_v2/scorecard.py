@@ -39,7 +39,9 @@ def trailing_mean(x: np.ndarray, window: int) -> np.ndarray:
 
 
 def _mean(values) -> float:
-  return float(np.mean(values)) if len(values) else float("nan")
+  """Mean of the finite values (an episode that fell before it was measured has NaN metrics); NaN if none."""
+  finite = [v for v in values if not math.isnan(v)]
+  return float(np.mean(finite)) if finite else float("nan")
 
 
 def _limit_by_joint(episodes: list[dict[str, Any]]) -> dict[str, float]:
@@ -81,6 +83,8 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command], windo
       # (joints that never are are left out).
       "joint_limit_by_joint": _limit_by_joint(eps),
       "action_smoothness": _mean([e["action_smoothness"] for e in eps]),
+      # Mean |joint velocity| of the leg joints, rad/s (earlier cards: none).
+      "joint_speed_radps": _mean([e.get("joint_speed_radps", math.nan) for e in eps]),
       "power_w": _mean([e["power_w"] for e in eps]),
     }
     per_command[command.name] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in entry.items()}
@@ -100,11 +104,17 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command], windo
     headline["push_survival_share"] = round(
       _mean([e["survival_s"] / e["duration_s"] for e in episodes if e["command"] in pushed]), 4
     )
+    # Each episode falls at most once: falls per kick delivered.
+    kicks = sum(c["pushes"] for c in under)
+    headline["push_falls_per_kick"] = round(headline["push_falls"] / kicks, 4) if kicks else math.nan
   nonfinite = sum(e.get("fall_cause") == "non-finite action" for e in episodes)
   if nonfinite:
     headline["non_finite_action_episodes"] = int(nonfinite)
   if "forward_0.1" in per_command:
     headline["vx_at_0.1"] = per_command["forward_0.1"]["achieved"]["vx"]
+    # How calm the gait is at the 0.1 m/s command: leg joint speed and action change per step.
+    headline["joint_speed_at_0.1"] = per_command["forward_0.1"]["joint_speed_radps"]
+    headline["action_rate_at_0.1"] = per_command["forward_0.1"]["action_smoothness"]
   # Sideways speed and yaw rate in the commanded direction, both ways averaged.
   for key, (left, right, axis) in {
     "vy_at_0.1": ("left_0.1", "right_0.1", "vy"),
@@ -176,8 +186,11 @@ def headline_line(card: dict[str, Any]) -> str:
   if "yaw_rate_at_0.5" in h:
     parts.append(f"yaw rate at 0.5 rad/s command {h['yaw_rate_at_0.5']:.2f} rad/s")
   if "push_falls" in h:
+    per_kick = h.get("push_falls_per_kick", math.nan)
     parts.append(
-      f"pushed: falls {h['push_falls']}/{h['push_episodes']}, survival {100 * h['push_survival_share']:.0f}%"
+      f"pushed: falls {h['push_falls']}/{h['push_episodes']}"
+      + ("" if math.isnan(per_kick) else f" ({100 * per_kick:.0f}% of kicks)")
+      + f", survival {100 * h['push_survival_share']:.0f}%"
     )
   if h.get("non_finite_action_episodes"):
     parts.append(f"NON-FINITE ACTIONS in {h['non_finite_action_episodes']} episodes")

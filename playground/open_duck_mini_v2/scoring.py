@@ -29,8 +29,10 @@ import numpy as np
 from playground.open_duck_mini_v2 import constants as consts
 from playground.open_duck_mini_v2 import player
 from playground.open_duck_mini_v2 import policy_io
+from playground.open_duck_mini_v2 import robot_log
 from playground.open_duck_mini_v2 import robot_model
 from playground.open_duck_mini_v2 import runtime as runtime_lib
+from playground.open_duck_mini_v2 import servos
 from playground.open_duck_mini_v2 import shared_config
 from playground.open_duck_mini_v2.player import Command
 from playground.open_duck_mini_v2.player import Pushes
@@ -110,6 +112,8 @@ def score(
   model_keys: np.ndarray | None = None,
   source: str = "env",
   runtime_options: runtime_lib.RuntimeOptions | None = None,
+  servo: str | None = None,
+  save_obs: str | Path | None = None,
 ) -> dict[str, Any]:
   """Scores an ONNX policy; returns the JSON-able scorecard.
 
@@ -129,6 +133,12 @@ def score(
     source: "env" (the env's observation functions) or "runtime" (the robot
       runtime's loop, `runtime.py`).
     runtime_options: the runtime loop's settings (`source="runtime"`).
+    servo: play with the servos of this profile (`servos.PROFILES`) instead of
+      those the policy trained with.
+    save_obs: with `source="runtime"`, a directory: each entry's first
+      episode's observations are written there as the robot runtime's log
+      (`<entry>.pkl`, `robot_log.save`) until the episode ends, to compare
+      with a robot's log (check_log.py).
 
   Raises:
     ScoreError: a policy whose contract does not match the model, or a
@@ -149,7 +159,9 @@ def score(
       "the Open Duck runtime observes 101 floats; this policy observes a history (score it without --runtime)"
     )
   on = not clean
-  config = policy_io.play_config(metadata, env_config, noise=on, delays=on, randomization=on, overrides=overrides)
+  config = policy_io.play_config(
+    metadata, env_config, noise=on, delays=on, randomization=on, overrides=overrides, servo=servo
+  )
   training_pushes = Pushes.of_config(config.push_config)
   commands = tuple(commands or suite(training_pushes))
   if pushes:
@@ -159,6 +171,9 @@ def score(
     raise ScoreError(
       f"{len(model_keys)} model keys for {len(episodes)} episodes ({len(commands)} commands x {seeds} seeds)"
     )
+  if save_obs is not None and source != "runtime":
+    raise ScoreError("--save_obs writes the robot runtime's log: score with --runtime")
+  recorder = robot_log.Recorder([k * seeds for k in range(len(commands))]) if save_obs is not None else None
   played = player.play(
     policy_io.onnx_policy(policy_path, batched=True),
     metadata["env"],
@@ -170,7 +185,11 @@ def score(
     source,
     runtime_options,
     model_keys,
+    on_step=recorder.on_step if recorder else None,
   )
+  if recorder is not None:
+    for k, command in enumerate(commands):
+      robot_log.save(Path(save_obs) / f"{command.name}.pkl", recorder.log(k * seeds))
   card = summarize(played, commands, window=max(1, int(round(TRACKING_WINDOW_S / ctrl_dt))))
   # Which randomized model each episode ran on, to tell what makes a policy fall.
   card["episodes"] = [
@@ -188,12 +207,15 @@ def score(
   ) + ("; training pushes on every entry" if pushes else "")
   if source == "runtime":
     opts = runtime_options or runtime_lib.RuntimeOptions()
-    card["runtime_options"] = {k: v for k, v in vars(opts).items()}
+    card["runtime_options"] = dataclasses.asdict(opts)
     card["conditions"] += f"; observed as the Open Duck runtime does ({opts.hold_s:g} s hold, phase from (0, 0)"
     if opts.max_motor_velocity:
       card["conditions"] += f", targets clipped to {opts.max_motor_velocity:g} rad/s"
     if opts.cutoff_frequency:
       card["conditions"] += f", {opts.cutoff_frequency:g} Hz low-pass"
+    contract = opts.contract or runtime_lib.RuntimeContract.from_metadata(metadata)
+    if contract != runtime_lib.CONTRACT:
+      card["conditions"] += f", another runtime contract: {dataclasses.asdict(contract)}"
     card["conditions"] += ")"
   margin = float(((env_config or {}).get("domain_randomization") or {}).get("com_offset_margin", 0.0))
   if margin and not clean and not config.domain_randomization.com_offset_margin:
@@ -201,10 +223,16 @@ def score(
       f"; trunk offsets within +-{100 * config.domain_randomization.com_offset:.1f} cm"
       f" (trained with {100 * margin:.1f} cm more)"
     )
+  card["servo_profile"] = servos.name_of(config)
+  if servo is not None:
+    trained = metadata.get("servo_profile", servos.DEFAULT)
+    card["conditions"] += f"; {servo} servos ({servos.speed_limit(config):.3g} rad/s), trained with {trained}"
   if overrides:
     card["overrides"] = [f"{k}={v}" for k, v in overrides]
     card["conditions"] += "; set " + ", ".join(card["overrides"])
   if model_keys is not None:
     card["conditions"] += "; given models"
+  if save_obs is not None:
+    card["saved_obs"] = str(save_obs)
   card["wall_time_s"] = round(time.monotonic() - started, 2)
   return card

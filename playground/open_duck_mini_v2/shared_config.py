@@ -7,6 +7,7 @@ import copy
 from ml_collections import config_dict
 
 from playground.common import randomize
+from playground.open_duck_mini_v2 import servos
 
 MIN_NACONMAX = 64
 
@@ -30,7 +31,9 @@ def base_config() -> config_dict.ConfigDict:
       naconmax_per_env=12,
       njmax=96,  # warp only: constraint rows per env
       action_scale=0.25,
-      max_motor_velocity=5.24,  # rad/s, STS3215 at 7.4 V
+      # The servos (`servos.PROFILES`, docs/servos.md): gains, limits, their randomization, the reference gait.
+      servo_profile=servos.DEFAULT,
+      max_motor_velocity=None,  # rad/s; None: the servo profile's (`servos.speed_limit`)
       gait_frequency=1.0 / 0.54,  # Hz, advances the phase observation
       # Earlier control steps of gyro, accelerometer and joint position and
       # velocity appended to the actor's observation (observations.state_layout).

@@ -1,0 +1,208 @@
+"""Servo profiles: named data that flows to the model, the speed limit, randomization, gait, metadata and scorecard."""
+
+import json
+import math
+
+import jax
+import jax.numpy as jp
+import mujoco
+import numpy as np
+import pytest
+from helpers import REPO_ROOT
+from helpers import run_cli
+from ml_collections import config_dict
+from mujoco import mjx
+
+from playground.common import config as config_lib
+from playground.common import mjcf
+from playground.common import randomize
+from playground.common.reference import ReferenceTable
+from playground.common.runner import RunArgs
+from playground.open_duck_mini_v2 import constants as consts
+from playground.open_duck_mini_v2 import envs
+from playground.open_duck_mini_v2 import gait_generator
+from playground.open_duck_mini_v2 import gait_tables
+from playground.open_duck_mini_v2 import observation_sources
+from playground.open_duck_mini_v2 import policy_io
+from playground.open_duck_mini_v2 import robot_model
+from playground.open_duck_mini_v2 import runner_hooks
+from playground.open_duck_mini_v2 import runtime
+from playground.open_duck_mini_v2 import servos
+from playground.open_duck_mini_v2.envs import env_class
+from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+
+WALKER = REPO_ROOT / "tests" / "fixtures" / "walker"
+SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
+JOINT_VEL = gait_tables.FRAME_LAYOUT.slices["joint_vel"]
+
+
+def walker_config() -> dict:
+  """The env config the default walker (trained before servo profiles existed) recorded."""
+  return json.loads((WALKER / "config.json").read_text())["env_config"]
+
+
+def test_profiles_are_named_and_an_unknown_name_is_one_line_naming_the_choices():
+  assert {"sts3215_7v4", "sts3215_12v", "c001"} <= set(servos.PROFILES)
+  assert servos.DEFAULT == "sts3215_7v4"
+  assert servos.profile("c001").max_velocity == pytest.approx(2.7)
+  assert servos.profile("sts3215_12v").max_velocity == pytest.approx(math.radians(60) / 0.222)  # datasheet
+  for p in servos.PROFILES.values():
+    assert p.max_velocity > 0 and p.kp > 0 and p.max_torque > 0 and p.damping > 0
+    for low, high in (p.kp_range, p.damping_range, p.armature_range, p.torque_range):
+      assert 0 < low <= 1.0 <= high
+  with pytest.raises(config_lib.ConfigError) as e:
+    servos.profile("c01")
+  message = str(e.value)
+  assert "\n" not in message and "c01" in message and all(name in message for name in servos.PROFILES)
+
+
+def test_the_default_profile_is_todays_servo_exactly():
+  for task in consts.TASKS:
+    model = robot_model.load_model(task)
+    # The scene straight from the MJCF, as load_model built it before profiles existed.
+    spec = mujoco.MjSpec.from_file(str(consts.XML_DIR / f"scene_{task.removesuffix('_backlash')}.xml"))
+    if task.startswith("rough"):
+      hfield = spec.hfield("terrain")
+      hfield.userdata = mjcf.procedural_heightfield(hfield.nrow, hfield.ncol, consts.TERRAIN_SEED).ravel()
+    if task.endswith("_backlash"):
+      mjcf.add_backlash(
+        spec, consts.JOINT_NAMES, consts.BACKLASH_HALF_RANGE, consts.BACKLASH_DAMPING, consts.BACKLASH_ARMATURE
+      )
+    plain = spec.compile()
+    fields = [n for n in dir(model) if not n.startswith("_") and isinstance(getattr(model, n), np.ndarray)]
+    assert "actuator_gainprm" in fields and "dof_damping" in fields
+    for name in fields:
+      np.testing.assert_array_equal(getattr(model, name), getattr(plain, name), err_msg=f"{task}: {name}")
+  m = robot_model.load_model("flat_terrain")
+  np.testing.assert_array_equal(m.actuator_gainprm[:, 0], [13.37] * 5 + [3.565] * 4 + [13.37] * 5)
+  np.testing.assert_array_equal(m.actuator_forcerange, [[-3.23, 3.23]] * 14)
+  # The speed limit and the randomization ranges of today's configs, and of configs recorded before the profiles.
+  for config in (env_class("joystick").default_config(), config_dict.ConfigDict(walker_config())):
+    assert servos.name_of(config) == "sts3215_7v4"
+    assert servos.speed_limit(config) == 5.24
+    ranges = servos.domain_randomization(config)
+    for key, value in config.domain_randomization.items():
+      assert ranges[key] == value or tuple(ranges[key]) == tuple(value), key
+    assert tuple(ranges.damping_scale) == (1.0, 1.0) and tuple(ranges.forcerange_scale) == (1.0, 1.0)
+
+
+def test_the_default_profiles_randomization_draws_what_it_drew_before():
+  mj_model = robot_model.load_model("flat_terrain")
+  config = env_class("joystick").default_config()
+  keys = jax.random.split(jax.random.PRNGKey(3), 4)
+  model = mjx.put_model(mj_model)
+  targets = envs.randomization_targets()
+  before = config_dict.ConfigDict(config.domain_randomization.to_dict())
+  with before.unlocked():  # a config from before the damping and force-limit ranges
+    del before["damping_scale"], before["forcerange_scale"]
+  old, _ = randomize.make_randomization_fn(mj_model, targets, before)(model, keys)
+  new, in_axes = randomize.make_randomization_fn(mj_model, targets, servos.domain_randomization(config))(model, keys)
+  for name in randomize.RANDOMIZED_FIELDS + randomize.SERVO_FIELDS:
+    np.testing.assert_array_equal(np.asarray(getattr(old, name)), np.asarray(getattr(new, name)), err_msg=name)
+  # Damping and force limits stay the model's own (one copy for all envs, float64 in MuJoCo C).
+  assert in_axes.dof_damping is None and in_axes.actuator_forcerange is None
+  # c001: damping and force limits drawn per env within the profile's ranges.
+  c001 = servos.select(config, "c001")
+  fn = randomize.make_randomization_fn(mj_model, targets, servos.domain_randomization(c001))
+  drawn, in_axes = fn(model, keys)
+  assert in_axes.dof_damping == 0 and in_axes.actuator_forcerange == 0
+  dof = mj_model.jnt_dofadr[mj_model.actuator_trnid[:, 0]]
+  damping = np.asarray(drawn.dof_damping)[:, dof] / mj_model.dof_damping[dof]
+  force = np.asarray(drawn.actuator_forcerange)[:, :, 1] / mj_model.actuator_forcerange[:, 1]
+  p = servos.profile("c001")
+  assert p.damping_range[0] - 1e-6 <= damping.min() < damping.max() <= p.damping_range[1] + 1e-6
+  assert p.torque_range[0] - 1e-6 <= force.min() < force.max() <= p.torque_range[1] + 1e-6
+
+
+def test_the_servo_flag_changes_the_simulated_servos_and_speed_limit():
+  metadata = policy_io.read_metadata(WALKER / "policy.onnx")
+  own = policy_io.play_config(metadata, walker_config(), noise=False, delays=False, randomization=False)
+  slow = policy_io.play_config(metadata, walker_config(), noise=False, delays=False, randomization=False, servo="c001")
+  strong = policy_io.play_config(
+    metadata, walker_config(), noise=False, delays=False, randomization=False, servo="sts3215_12v"
+  )
+  assert servos.speed_limit(own) == 5.24 and servos.speed_limit(slow) == 2.7
+  assert servos.name_of(slow) == "c001" and slow.action_scale == own.action_scale
+  # The env steps: a target asked to jump moves at most 2.7 rad/s x 0.02 s.
+  env = env_class("joystick")(task="flat_terrain", config=slow)
+  info = {
+    "command": jp.zeros(7),
+    "motor_targets": jp.asarray(env.ids.home_ctrl),
+    "action_buffer": jp.zeros((4, 14)),
+  }
+  info = env.apply_action(info, jp.ones(14) * 4.0, jax.random.PRNGKey(0))
+  moved = np.abs(np.asarray(info["motor_targets"]) - env.ids.home_ctrl)
+  assert moved.max() == pytest.approx(2.7 * 0.02, rel=1e-5)
+  # The runtime loop's servos, and the model's gains and force limits.
+  models = [env.mj_model]
+  source = observation_sources.RuntimeSource(
+    env.mj_model, models, slow, metadata, 0, np.ones(1, np.float32), runtime.RuntimeOptions()
+  )
+  assert source.hardware.max_step == pytest.approx(2.7 * 0.02)
+  p = servos.profile("sts3215_12v")
+  strong_model = env_class("joystick")(task="flat_terrain", config=strong).mj_model
+  assert strong_model.actuator_gainprm[0, 0] == pytest.approx(p.kp)
+  assert strong_model.actuator_forcerange[0, 1] == pytest.approx(p.max_torque)
+  dof = strong_model.jnt_dofadr[strong_model.actuator_trnid[0, 0]]
+  assert strong_model.dof_damping[dof] == pytest.approx(p.damping)
+
+
+def test_the_runner_takes_a_profile_with_one_flag_and_refuses_an_unknown_one():
+  def resolved(*overrides):
+    args = RunArgs(env="joystick", task="flat_terrain", preset="cpu", overrides=list(overrides))
+    return OpenDuckMiniV2Runner(args).resolve_config().env_config
+
+  config = resolved("servo_profile=c001")
+  assert servos.name_of(config) == "c001" and servos.speed_limit(config) == 2.7
+  assert gait_tables.table_path(config) == gait_tables.servo_table("c001")
+  with pytest.raises(config_lib.ConfigError, match="valid choices: sts3215_7v4, sts3215_12v, c001"):
+    resolved("servo_profile=c002")
+
+
+def test_the_derived_gait_obeys_the_speed_limit():
+  base = gait_generator.default_config()
+  assert gait_generator.fit_to_speed(base, 5.24) is base  # the built-in gait fits its own servo
+  assert gait_generator.fit_to_speed(base, 9.0) is base
+  assert gait_tables.servo_table("sts3215_7v4") == gait_tables.BUILTIN_TABLE
+  for name in ("sts3215_12v", "c001"):
+    limit = servos.profile(name).max_velocity
+    fitted = gait_generator.fit_to_speed(base, limit)
+    frames = fitted.period * fitted.fps
+    assert frames == pytest.approx(round(frames)) and round(frames) > 27  # whole control steps, slower
+    assert fitted.period >= base.period * 5.24 / limit - 1e-9  # slowed down at least as much as the servo
+    assert fitted.period < base.period * 5.24 / limit + 1.0 / base.fps  # and by no more than one frame
+    assert fitted.stride_gain * fitted.period == pytest.approx(base.stride_gain * base.period)  # same footsteps
+    table = ReferenceTable.load(gait_tables.servo_table(name))
+    assert table.period == pytest.approx(fitted.period)
+  assert gait_generator.fit_to_speed(base, 2.7).period == pytest.approx(53 / 50)
+  assert gait_generator.fit_to_speed(base, servos.profile("sts3215_12v").max_velocity).period == pytest.approx(0.6)
+  # The c001 table is the generator's output for the fitted config, and its joints move within the budget.
+  builtin = ReferenceTable.load(gait_tables.BUILTIN_TABLE)
+  table = ReferenceTable.load(gait_tables.servo_table("c001"))
+  fitted = gait_generator.fit_to_speed(base, 2.7)
+  ik = gait_generator.make_ik()
+  for command, index in (((0.1, 0.0, 0.0), (5, 2, 2)), ((0.0, 0.0, 0.5), (3, 2, 3))):
+    np.testing.assert_allclose(gait_generator.generate_cycle(ik, command, fitted), table.frames[index], atol=1e-5)
+    peak = np.abs(table.frames[index][:, JOINT_VEL]).max()
+    builtin_peak = np.abs(builtin.frames[index][:, JOINT_VEL]).max()
+    assert peak <= builtin_peak * 2.7 / 5.24 * 1.05, (command, peak, builtin_peak)
+
+
+def test_the_policy_metadata_carries_the_servo_profile():
+  default = runner_hooks.policy_metadata("joystick", "flat_terrain", env_class("joystick").default_config())
+  assert default["servo_profile"] == "sts3215_7v4" and default["max_motor_velocity"] == 5.24
+  assert default["gait_period_steps"] == 27
+  config = env_class("joystick").default_config()
+  config.servo_profile = "c001"
+  metadata = runner_hooks.policy_metadata("joystick", "flat_terrain", config)
+  assert metadata["servo_profile"] == "c001" and metadata["max_motor_velocity"] == 2.7
+  assert metadata["gait_period_steps"] == 53  # the gait slowed down to the c001's speed
+
+
+def test_score_refuses_an_unknown_servo_in_one_line(tmp_path):
+  result = run_cli(WALKER / "policy.onnx", "--servo", "c01", "--output", tmp_path, script=SCORE, timeout=300)
+  assert result.returncode == 2
+  lines = result.stderr.strip().splitlines()
+  assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+  assert "c01" in lines[0] and all(name in lines[0] for name in servos.PROFILES)
+  assert not list(tmp_path.iterdir())
