@@ -49,14 +49,14 @@ def build_env(env_name: str, task: str, overrides: list[str], preset: str = "ful
   Goes through `resolve_config`, so overrides get the runner's validation.
   Returns (runner, env, venv, resolved config).
   """
-  from playground.common import training_env
   from playground.common.runner import RunArgs
+  from playground.common.train import vec_env
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
   runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task, preset=preset, num_envs=num_envs, overrides=overrides))
   cfg = runner.resolve_config()
   env = runner.make_env(env_name, task, cfg.env_config)
-  venv = training_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
+  venv = vec_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
   return runner, env, venv, cfg
 
 

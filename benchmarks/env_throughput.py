@@ -23,12 +23,12 @@ def run(env_name: str, task: str, num_envs: int, impl: str, repeats: int, steps_
   import jax.numpy as jp
   from mujoco import mjx
 
-  from playground.common import training_env
+  from playground.common.train import vec_env
 
   _, env, venv, _ = build_env(env_name, task, [f"impl={impl}", *overrides])
-  models, state, env_steps = training_env.random_action_rollout(venv, num_envs, steps_per_call, env.action_size)
+  models, state, env_steps = vec_env.random_action_rollout(venv, num_envs, steps_per_call, env.action_size)
   model_batch, in_axes = models
-  actions = training_env.random_actions(steps_per_call, num_envs, env.action_size)
+  actions = vec_env.random_actions(steps_per_call, num_envs, env.action_size)
 
   n_sub = env.n_substeps
 

@@ -10,7 +10,7 @@ lists, for the run's own conditions, the trunk offset of every model that fell.
 
 `--training_models` adds the variant `training_models`: the run's own
 conditions on the randomized models the run trained on (environments 0, 1,
-... of its seed, `training_env.randomization_keys`) instead of fresh ones.
+... of its seed, `vec_env.randomization_keys`) instead of fresh ones.
 Falling there as often as on fresh models means the policy is not merely
 specialized to the few hundred models it saw.
 
@@ -52,12 +52,12 @@ def main() -> None:
   parser.add_argument("--training_models", action="store_true", help="also score on the run's own training models")
   parser.add_argument("--only", nargs="*", default=None, help="variants to run (default: all)")
   args = parser.parse_args()
-  from playground.common import training_env
-  from playground.open_duck_mini_v2 import policy_io
-  from playground.open_duck_mini_v2 import scoring
+  from playground.common.train import vec_env
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.evaluation import scorecard
 
   policy, env_config, where = policy_io.resolve_policy(Path(args.path))
-  commands = scoring.suite()  # without the training-pushes entry: a fixed count of episodes per model key
+  commands = scorecard.suite()  # without the training-pushes entry: a fixed count of episodes per model key
   trained_com = (env_config or {}).get("domain_randomization", {}).get("com_offset")
   variants = dict(VARIANTS)
   if not args.no_sweep:
@@ -75,11 +75,13 @@ def main() -> None:
     keys = None
     if name == "training_models":
       episodes = len(commands) * args.seeds
-      keys = training_env.randomization_keys(run_seed(Path(where)), list(range(episodes)))
+      keys = vec_env.randomization_keys(run_seed(Path(where)), list(range(episodes)))
       # The training models include the trunk offset's training margin, which the scorecard drops.
       margin = (env_config or {}).get("domain_randomization", {}).get("com_offset_margin", 0.0)
       overrides = (("domain_randomization.com_offset_margin", str(margin)),) if margin else ()
-    card = scoring.score(policy, env_config, seeds=args.seeds, commands=commands, overrides=overrides, model_keys=keys)
+    card = scorecard.score(
+      policy, env_config, seeds=args.seeds, commands=commands, overrides=overrides, model_keys=keys
+    )
     results[name] = card["headline"]
     if name == "as_trained":
       fallen = [e for e in card["episodes"] if e["fell"]]

@@ -4,7 +4,7 @@ Each trial starts (or resumes) a smoke run that saves every iteration, waits
 until a checkpoint is being written (a `.tmp-*` directory exists next to at
 least one complete checkpoint), sleeps a random fraction of a typical save,
 and kills the process with SIGKILL. It then loads the latest complete
-checkpoint with `playground.common.checkpointing` (what `--resume` would
+checkpoint with `playground.common.runs.checkpoints` (what `--resume` would
 use). Prints JSON: how many trials left a loadable latest checkpoint
 (target: all).
 
@@ -32,17 +32,17 @@ DUCK = REPO_ROOT / "playground" / "open_duck_mini_v2" / "runner.py"
 
 
 def _saving(run_dir: Path) -> bool:
-  from playground.common import run_dirs
+  from playground.common.runs import directories
 
   if not run_dir.is_dir():
     return False
   writing = any(p.name.startswith(".tmp-") for p in run_dir.iterdir())
-  return writing and bool(run_dirs.list_checkpoints(run_dir))
+  return writing and bool(directories.list_checkpoints(run_dir))
 
 
 def trial(output_dir: Path, resume: bool, max_delay_s: float, rng: random.Random, timeout_s: float) -> dict:
   """One start-and-kill; returns what was observed and whether the latest checkpoint loads."""
-  from playground.common import checkpointing
+  from playground.common.runs import checkpoints
 
   run_dir = output_dir / "killed"
   flags = ["--num_timesteps", "100000000", "--checkpoint_every", "1280", "--keep_last", "3"]
@@ -66,14 +66,14 @@ def trial(output_dir: Path, resume: bool, max_delay_s: float, rng: random.Random
   was_writing = _saving(run_dir)
   proc.send_signal(signal.SIGKILL)
   proc.wait(timeout=60)
-  latest = checkpointing.latest_checkpoint(run_dir)
+  latest = checkpoints.latest_checkpoint(run_dir)
   loadable, error = False, None
   if latest is not None:
     try:
       import orbax.checkpoint as ocp
 
       with ocp.StandardCheckpointer() as checkpointer:
-        tree = checkpointer.restore(latest / checkpointing.STATE_DIR)
+        tree = checkpointer.restore(latest / checkpoints.STATE_DIR)
       loadable = bool(tree["training_state"]["params"]["policy"])
     except Exception as e:  # noqa: BLE001 - any failure means not loadable
       error = str(e).splitlines()[0][:200] if str(e) else type(e).__name__

@@ -23,7 +23,7 @@ def run(task: str, num_envs: int, steps: int) -> dict:
   import mujoco
   from mujoco import rollout
 
-  from playground.open_duck_mini_v2 import robot_model
+  from playground.open_duck_mini_v2.model import robot_model
 
   model = robot_model.load_model(task)
   data = mujoco.MjData(model)

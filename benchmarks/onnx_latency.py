@@ -24,14 +24,14 @@ def run(preset: str, iterations: int) -> dict:
   import onnxruntime as ort
   from brax.training.acme import running_statistics
 
-  from playground.common import policy_file
-  from playground.common import ppo as ppo_lib
-  from playground.open_duck_mini_v2 import observations
+  from playground.common.export import policy_file
+  from playground.common.train import ppo
+  from playground.open_duck_mini_v2.model import observations
   from playground.open_duck_mini_v2.runner import ppo_config
 
   cfg = ppo_config("joystick", preset)
   shapes = {"state": (observations.STATE_LAYOUT.size,), "privileged_state": (observations.PRIVILEGED_LAYOUT.size,)}
-  network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
+  network = ppo.network_factory(cfg, obs_is_dict=True)(
     shapes, observations.NUM_ACTIONS, preprocess_observations_fn=running_statistics.normalize
   )
   params = network.policy_network.init(jax.random.PRNGKey(0))

@@ -42,22 +42,22 @@ def capture_limits(angles_deg: np.ndarray) -> dict[str, float]:
   import mujoco
   from scipy.spatial import ConvexHull
 
-  from playground.open_duck_mini_v2 import constants as consts
-  from playground.open_duck_mini_v2 import robot_model
+  from playground.open_duck_mini_v2.model import constants
+  from playground.open_duck_mini_v2.model import robot_model
 
   model = robot_model.load_model("flat_terrain")
   data = mujoco.MjData(model)
-  mujoco.mj_resetDataKeyframe(model, data, model.key(consts.HOME_KEYFRAME).id)
+  mujoco.mj_resetDataKeyframe(model, data, model.key(constants.HOME_KEYFRAME).id)
   mujoco.mj_forward(model, data)
   corners = []
-  for name in consts.FEET_GEOMS:
+  for name in constants.FEET_GEOMS:
     g = model.geom(name).id
     half = model.geom_size[g]
     for signs in np.array(np.meshgrid([-1, 1], [-1, 1], [-1, 1])).T.reshape(-1, 3):
       corners.append(data.geom_xpos[g] + data.geom_xmat[g].reshape(3, 3) @ (signs * half))
   corners = np.array(corners)
   hull = ConvexHull(corners[:, :2])
-  root = model.body(consts.ROOT_BODY).id
+  root = model.body(constants.ROOT_BODY).id
   com = data.subtree_com[root]
   omega = np.sqrt(-model.opt.gravity[2] / (com[2] - corners[:, 2].min()))
   x_axis = data.xmat[root].reshape(3, 3)[:, 0]
@@ -83,9 +83,9 @@ def main() -> None:
   parser.add_argument("--after", type=float, default=3.0, help="s played after the kick")
   parser.add_argument("--runtime", action="store_true", help="observe as the robot runtime does")
   args = parser.parse_args()
-  from playground.open_duck_mini_v2 import constants as consts
-  from playground.open_duck_mini_v2 import player
-  from playground.open_duck_mini_v2 import policy_io
+  from playground.open_duck_mini_v2.evaluation import player
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.model import constants
 
   policy_path, env_config, _ = policy_io.resolve_policy(Path(args.path))
   metadata = policy_io.read_metadata(policy_path)
@@ -109,7 +109,7 @@ def main() -> None:
     now = view.running & (kick_step == view.t + 1)
     if not now.any():
       return
-    root = view.models[0].body(consts.ROOT_BODY).id
+    root = view.models[0].body(constants.ROOT_BODY).id
     for i in np.flatnonzero(now):
       x_axis = view.datas[i].xmat[root].reshape(3, 3)[:, 0]
       world = heading_angle[i] + np.arctan2(x_axis[1], x_axis[0])

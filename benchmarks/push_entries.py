@@ -30,15 +30,15 @@ def main() -> None:
   if args.seeds < 1:
     raise SystemExit(f"error: --seeds must be at least 1, got {args.seeds}")
 
-  from playground.open_duck_mini_v2 import policy_io
-  from playground.open_duck_mini_v2 import scoring
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.evaluation import scorecard
 
   policy_path, env_config, _ = policy_io.resolve_policy(Path(args.path))
-  # The suite's entries with its fixed kicks (`scoring.FIXED_PUSHES`); `score` would play the whole suite for none.
-  commands = [c for c in scoring.suite() if c.pushes == scoring.FIXED_PUSHES]
+  # The suite's entries with its fixed kicks (`scorecard.FIXED_PUSHES`); `score` would play the whole suite for none.
+  commands = [c for c in scorecard.suite() if c.pushes == scorecard.FIXED_PUSHES]
   if not commands:
     raise SystemExit("error: the scorecard suite has no fixed-push entries")
-  card = scoring.score(
+  card = scorecard.score(
     policy_path,
     env_config,
     seeds=args.seeds,

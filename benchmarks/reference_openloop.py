@@ -44,11 +44,11 @@ def play(table, robust: bool, envs: int, seconds: float, seed: int = 0) -> list[
   import jax.numpy as jp
   import numpy as np
 
-  from playground.open_duck_mini_v2 import joystick
-  from playground.open_duck_mini_v2 import shared_config
-  from playground.open_duck_mini_v2.gait_tables import FRAME_LAYOUT
+  from playground.open_duck_mini_v2.tasks import base
+  from playground.open_duck_mini_v2.tasks import joystick
+  from playground.open_duck_mini_v2.tasks.gait_tables import FRAME_LAYOUT
 
-  cfg = shared_config.keeping_disturbances(joystick.default_config(), noise=robust, delays=robust, randomization=robust)
+  cfg = base.keeping_disturbances(joystick.default_config(), noise=robust, delays=robust, randomization=robust)
   cfg.reward_config.scales.imitation = 0.0  # the table is played here, not rewarded
   cfg.command_config.resample_interval = (1e6, 1e6)
   env = joystick.Joystick(config=cfg)
@@ -111,16 +111,16 @@ def main(argv=None) -> int:
   parser.add_argument("--seconds", type=float, default=5.0)
   args = parser.parse_args(argv)
 
-  from playground.common import config as config_lib
-  from playground.common import reference as ref_lib
-  from playground.open_duck_mini_v2 import gait_generator
+  from playground.common import configs
+  from playground.common.tasks import reference_motion
+  from playground.open_duck_mini_v2.tasks import gait_generator
 
   start = time.perf_counter()
   if args.set:
-    gen = config_lib.apply_overrides(gait_generator.default_config(), config_lib.parse_overrides(args.set))
+    gen = configs.apply_overrides(gait_generator.default_config(), configs.parse_overrides(args.set))
     table = gait_generator.generate(gen)
   elif args.reference:
-    table = ref_lib.ReferenceTable.load(args.reference)
+    table = reference_motion.ReferenceTable.load(args.reference)
   else:
     table = gait_generator.load_default()
   generated = time.perf_counter() - start

@@ -4,7 +4,7 @@ A joystick policy trained around the reference gait outputs
 `feedforward + tanh(network)`: the residual is bounded by 1 (times
 `action_scale` in radians at the servo). If push recovery needed more, the
 residual would sit at +-1 while the duck falls. Plays the scorecard's
-entries (default: the push entries) with `scoring.score`'s conditions
+entries (default: the push entries) with `scorecard.score`'s conditions
 (randomization, noise and delays on), and reads the residual the file
 computed at every step (its ONNX node `residual`, added as a second output
 of the same graph). Prints per entry and joint the largest and mean
@@ -44,15 +44,15 @@ def main() -> None:
   parser.add_argument("--seeds", type=int, default=4, help="episodes per entry")
   parser.add_argument("--entries", nargs="*", default=None, help="suite entries (default: the push entries)")
   args = parser.parse_args()
-  from playground.open_duck_mini_v2 import constants as consts
-  from playground.open_duck_mini_v2 import player
-  from playground.open_duck_mini_v2 import policy_io
-  from playground.open_duck_mini_v2 import scoring
+  from playground.open_duck_mini_v2.evaluation import player
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.evaluation import scorecard
+  from playground.open_duck_mini_v2.model import constants
 
   policy_path, env_config, _ = policy_io.resolve_policy(Path(args.path))
   metadata = policy_io.read_metadata(policy_path)
   config = policy_io.play_config(metadata, env_config, noise=True, delays=True, randomization=True)
-  suite = scoring.suite(player.Pushes.of_config(config.push_config))
+  suite = scorecard.suite(player.Pushes.of_config(config.push_config))
   names = args.entries or [c.name for c in suite if c.pushes is not None]
   unknown = set(names) - {c.name for c in suite}
   if unknown:
@@ -89,7 +89,7 @@ def main() -> None:
           "mean": round(float(np.nanmean(seen[..., j])), 3),
           "above_0.95": round(float(((r[..., j] > 0.95) & m[..., j]).sum() / max(1, m[..., j].sum())), 4),
         }
-        for j, name in enumerate(consts.ACTUATOR_NAMES)
+        for j, name in enumerate(constants.ACTUATOR_NAMES)
       },
     }
   emit(result)

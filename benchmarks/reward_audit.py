@@ -56,7 +56,7 @@ def scripted_offsets(action_scale: float, home: np.ndarray) -> tuple[list[str], 
   The knee flexes the way it bends at home (its sign there); hip offsets take
   both signs, so no convention of the MJCF's axes is assumed.
   """
-  from playground.open_duck_mini_v2 import constants
+  from playground.open_duck_mini_v2.model import constants
 
   names, rows = [], []
   for leg in LEGS:
@@ -85,8 +85,8 @@ def main() -> None:
   import jax
   import jax.numpy as jp
 
-  from playground.open_duck_mini_v2 import constants
-  from playground.open_duck_mini_v2 import policy_io
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.model import constants
 
   overrides = [
     *args.overrides,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import jax.numpy as jp
 
 from benchmarks.common import emit
-from playground.open_duck_mini_v2 import joystick
+from playground.open_duck_mini_v2.tasks import joystick
 
 COMMANDS = {
   "stand": (0.0, 0.0, 0.0),

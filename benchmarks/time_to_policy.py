@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.common import emit
 from benchmarks.common import machine
-from playground.common.tensorboard_reader import read_scalars
+from playground.common.runs.tensorboard import read_scalars
 
 RUNNER = Path(__file__).resolve().parents[1] / "playground" / "open_duck_mini_v2" / "runner.py"
 

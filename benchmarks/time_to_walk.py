@@ -27,10 +27,10 @@ from pathlib import Path
 
 from benchmarks.common import emit
 from benchmarks.common import machine
-from playground.common import checkpointing
-from playground.common import config as config_lib
-from playground.open_duck_mini_v2 import best_policy
-from playground.open_duck_mini_v2 import scoring
+from playground.common import configs
+from playground.common.runs import checkpoints
+from playground.open_duck_mini_v2.evaluation import best_policy
+from playground.open_duck_mini_v2.evaluation import scorecard
 
 RUNNER = Path(__file__).resolve().parents[1] / "playground" / "open_duck_mini_v2" / "runner.py"
 TARGET = {"falls": 0, **best_policy.WALKING_SPEEDS}
@@ -65,7 +65,7 @@ def in_run_score(step_dir: Path, seeds: int) -> dict | None:
   """The scorecard the runner wrote next to the checkpoint, if it played `seeds` episodes per command.
 
   The runner scores with the same suite, seeds and env config as `score.py`,
-  so its card is the one `scoring.score` would compute again.
+  so its card is the one `scorecard.score` would compute again.
   """
   path = step_dir / "score.json"
   if not path.is_file():
@@ -81,11 +81,11 @@ def score_run(run_dir: Path, started: float, seeds: int, overrides: list[tuple[s
   """
   env_config = json.loads((run_dir / "config.json").read_text())["env_config"]
   rows = []
-  for step_dir in checkpointing.list_checkpoints(run_dir):
-    written = (step_dir / checkpointing.META_FILE).stat().st_mtime
+  for step_dir in checkpoints.list_checkpoints(run_dir):
+    written = (step_dir / checkpoints.META_FILE).stat().st_mtime
     card = in_run_score(step_dir, seeds) if not overrides else None
     if card is None:
-      card = scoring.score(step_dir / "policy.onnx", env_config, seeds=seeds, overrides=overrides)
+      card = scorecard.score(step_dir / "policy.onnx", env_config, seeds=seeds, overrides=overrides)
     rows.append(
       {
         "step": int(step_dir.name),
@@ -143,7 +143,7 @@ def main() -> None:
   parser.add_argument(
     "--work_dir", help="keep the run and its cache here (must not exist) instead of a temporary folder"
   )
-  config_lib.add_override_argument(
+  configs.add_override_argument(
     parser,
     "--score_set",
     help="score under a changed env config, e.g. domain_randomization.com_offset=0.05 (repeatable)",
@@ -151,7 +151,7 @@ def main() -> None:
   parser.add_argument("runner_args", nargs="*", help="extra runner flags after --, e.g. -- --num_timesteps 8000000")
   args = parser.parse_args()
   os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-  overrides = config_lib.parse_overrides(args.overrides)
+  overrides = configs.parse_overrides(args.overrides)
   if args.run_dir:
     run_dir = Path(args.run_dir)
     started = args.started_at

@@ -9,7 +9,7 @@ of steps per call, random actions instead of the policy). Prints JSON.
     uv run python -m benchmarks.train_throughput --compile_only --cache_dir /tmp/x
 
 With `--cache_dir`, the step is compiled the way the runner does it: through
-the step cache (`playground.common.step_cache`) next to JAX's persistent
+the step cache (`playground.common.train.step_cache`) next to JAX's persistent
 compilation cache, unless `--no_step_cache` is given.
 """
 
@@ -25,7 +25,7 @@ from benchmarks.common import time_call
 
 
 def build(env_name: str, task: str, preset: str, num_envs: int | None, overrides: list[str]):
-  from playground.common.session_setup import make_ppo
+  from playground.common.train.trainer import make_ppo
 
   runner, env, venv, cfg = build_env(env_name, task, overrides, preset, num_envs)
   return runner, env, venv, make_ppo(runner, cfg, venv), cfg
@@ -35,9 +35,9 @@ def run(args, impl: str, num_envs: int | None) -> dict:
   import jax
   import jax.numpy as jp
 
-  from playground.common import trainer
   from playground.common.runner import setup_compilation_cache
-  from playground.common.step_cache import StepCache
+  from playground.common.train import trainer
+  from playground.common.train.step_cache import StepCache
 
   overrides = [*args.set, f"impl={impl}"]
   if args.cache_dir:

@@ -19,10 +19,10 @@ from brax.training.acme import running_statistics
 from ml_collections import config_dict
 
 from playground import registry
-from playground.common import checkpointing
-from playground.common import policy_file
-from playground.common import ppo as ppo_lib
-from playground.common import run_dirs
+from playground.common.export import policy_file
+from playground.common.runs import checkpoints
+from playground.common.runs import directories
+from playground.common.train import ppo
 
 
 def export_checkpoint(
@@ -42,11 +42,11 @@ def export_checkpoint(
   Returns:
     (path written, max |onnx - jax| of the parity check).
   """
-  step_dir = checkpointing.resolve(checkpoint)
-  meta = checkpointing.read_meta(step_dir)
-  config_path = step_dir.parent / run_dirs.CONFIG_FILE
+  step_dir = checkpoints.resolve(checkpoint)
+  meta = checkpoints.read_meta(step_dir)
+  config_path = step_dir.parent / directories.CONFIG_FILE
   if not config_path.is_file():
-    raise checkpointing.CheckpointError(f"{config_path} is missing: cannot tell which network to export")
+    raise checkpoints.CheckpointError(f"{config_path} is missing: cannot tell which network to export")
   config = json.loads(config_path.read_text())
   runner_cls = registry.runner_class(config["robot"])
   ppo_cfg = config_dict.ConfigDict(config["ppo_config"])
@@ -58,16 +58,16 @@ def export_checkpoint(
   obs_key = ppo_cfg.policy_obs_key if obs_is_dict else None
   try:
     with ocp.StandardCheckpointer() as checkpointer:
-      tree = checkpointer.restore(step_dir / checkpointing.STATE_DIR)
+      tree = checkpointer.restore(step_dir / checkpoints.STATE_DIR)
   except Exception as e:  # noqa: BLE001 - Orbax raises many types; all mean unloadable
-    raise checkpointing.CheckpointError(f"cannot load checkpoint {step_dir}: {str(e).splitlines()[0][:300]}") from e
+    raise checkpoints.CheckpointError(f"cannot load checkpoint {step_dir}: {str(e).splitlines()[0][:300]}") from e
   ts = tree["training_state"]
   norm = ts["normalizer_params"]
   normalizer = running_statistics.RunningStatisticsState(
     count=norm["count"], mean=norm["mean"], summed_variance=norm["summed_variance"], std=norm["std"]
   )
   normalizer = jax.tree_util.tree_map(np.asarray, normalizer)
-  network = ppo_lib.network_factory(ppo_cfg, obs_is_dict)(
+  network = ppo.network_factory(ppo_cfg, obs_is_dict)(
     obs_shapes,
     compat["action_size"],
     preprocess_observations_fn=running_statistics.normalize if ppo_cfg.normalize_observations else (lambda x, y: x),
@@ -76,7 +76,7 @@ def export_checkpoint(
   step = int(meta["step"])
   if untrained_seed is not None:
     _, key_policy, _ = jax.random.split(jax.random.PRNGKey(untrained_seed), 3)  # as PPO.init_training_state
-    policy_params = ppo_lib.init_policy_head(
+    policy_params = ppo.init_policy_head(
       network.policy_network.init(key_policy),
       compat["action_size"],
       ppo_cfg.init_noise_std,

@@ -25,8 +25,8 @@ from typing import Any
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from playground.common import backend  # noqa: E402 - after the XLA log level is set
-from playground.common.run_dirs import REPO_ROOT  # noqa: E402
+from playground.common.runs.directories import REPO_ROOT  # noqa: E402
+from playground.common.train import backend  # noqa: E402 - after the XLA log level is set
 
 logger = logging.getLogger("playground")
 
@@ -113,16 +113,16 @@ def probe_throughput(seconds: float, num_envs: int = PROBE_ENVS) -> dict[str, An
   """Env steps/s of the joystick env with domain randomization (jitted, after two warm-up calls)."""
   import jax
 
-  from playground.common import training_env
   from playground.common.runner import RunArgs
+  from playground.common.train import vec_env
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
   backend.setup_compilation_cache(None)
   runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="quick"))
   cfg = runner.resolve_config()
   env = runner.make_env("joystick", "flat_terrain", cfg.env_config)
-  venv = training_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
-  _, state, steps = training_env.random_action_rollout(venv, num_envs, PROBE_STEPS_PER_CALL, env.action_size)
+  venv = vec_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
+  _, state, steps = vec_env.random_action_rollout(venv, num_envs, PROBE_STEPS_PER_CALL, env.action_size)
 
   t0 = time.monotonic()
   for _ in range(2):  # the 2nd call may recompile
@@ -139,7 +139,7 @@ def probe_throughput(seconds: float, num_envs: int = PROBE_ENVS) -> dict[str, An
   # (docs/results.md): count that in; a GPU trains on the device measured.
   devices = 1
   if jax.default_backend() == "cpu":
-    from playground.common import distributed
+    from playground.common.train import distributed
 
     devices = distributed.available_cores()
   return {

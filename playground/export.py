@@ -16,9 +16,9 @@ import sys
 from collections.abc import Sequence
 
 from playground.checkpoint_policy import export_checkpoint
-from playground.common import checkpointing
-from playground.common import onnx_graph
-from playground.common import policy_file
+from playground.common.export import onnx_graph
+from playground.common.export import policy_file
+from playground.common.runs import checkpoints
 
 logger = logging.getLogger("playground")
 
@@ -44,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.error("--untrained needs --output (the checkpoint's own policy.onnx stays the trained one)")
   try:
     path, diff = export_checkpoint(args.checkpoint, args.output, args.untrained)
-  except (checkpointing.CheckpointError, onnx_graph.ExportError, KeyError) as e:
+  except (checkpoints.CheckpointError, onnx_graph.ExportError, KeyError) as e:
     sys.stderr.write(f"error: {str(e).strip(chr(39))}\n")
     return 2
   logger.info("wrote %s (max |onnx - jax| = %.2g over 1000 observations)", path, diff)

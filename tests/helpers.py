@@ -69,15 +69,15 @@ def write_policy(path, metadata_changes=None, bias=None, history=0):
   """
   import numpy as np
 
-  from playground.common import onnx_graph
-  from playground.common import policy_file
-  from playground.open_duck_mini_v2 import observations as obs_lib
-  from playground.open_duck_mini_v2.envs import env_class
+  from playground.common.export import onnx_graph
+  from playground.common.export import policy_file
+  from playground.open_duck_mini_v2.model import observations
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+  from playground.open_duck_mini_v2.tasks.registry import env_class
 
   config = env_class("joystick").default_config()
   config.observation_history = history
-  size = obs_lib.state_layout(history).size
+  size = observations.state_layout(history).size
   meta = policy_file.policy_metadata(OpenDuckMiniV2Runner, "joystick", "flat_terrain", config, 0, "state")
   meta.update(metadata_changes or {})
   out_bias = np.zeros(28, np.float32)

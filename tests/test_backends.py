@@ -4,9 +4,9 @@ import jax
 import numpy as np
 import pytest
 
-from playground.open_duck_mini_v2 import joystick
-from playground.open_duck_mini_v2 import shared_config
-from playground.open_duck_mini_v2.observations import STATE_LAYOUT
+from playground.open_duck_mini_v2.model.observations import STATE_LAYOUT
+from playground.open_duck_mini_v2.tasks import base
+from playground.open_duck_mini_v2.tasks import joystick
 
 #: Agreement after one control step (10 physics steps) from the same state.
 #: Measured (CPU, jax 0.9.2, mujoco-mjx 3.17, warp 1.19), max |jax - warp| over
@@ -29,7 +29,7 @@ TOLERANCE = {
 
 def _env(impl):
   # (domain randomization is applied by a VecEnv, not by the env itself)
-  config = shared_config.keeping_disturbances(joystick.default_config(), randomization=True)
+  config = base.keeping_disturbances(joystick.default_config(), randomization=True)
   config.impl = impl
   config.naconmax_per_env = 64
   return joystick.Joystick("flat_terrain", config)

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from playground.cartpole.runner import CartpoleRunner
-from playground.common.run_dirs import META_FILE
-from playground.common.run_dirs import STATE_DIR
 from playground.common.runner import RunArgs
-from playground.common.session import Session
-from playground.common.tensorboard_reader import read_scalars
+from playground.common.runs.directories import META_FILE
+from playground.common.runs.directories import STATE_DIR
+from playground.common.runs.tensorboard import read_scalars
+from playground.common.train.session import Session
 
 pytestmark = pytest.mark.slow
 

@@ -15,19 +15,19 @@ from helpers import REPO_ROOT
 from helpers import run_cli
 from tensorboardX import SummaryWriter
 
-from playground.common import compat
-from playground.common import config as config_lib
-from playground.common import distributed
-from playground.common import resume
-from playground.common import run_dirs
-from playground.common.config import ConfigError
+from playground.common import configs
+from playground.common.configs import ConfigError
 from playground.common.runner import RunArgs
 from playground.common.runner import RunError
-from playground.common.tensorboard_reader import read_scalars
-from playground.open_duck_mini_v2 import gait_tables
-from playground.open_duck_mini_v2 import joystick
+from playground.common.runs import compatibility
+from playground.common.runs import directories
+from playground.common.runs import resume
+from playground.common.runs.tensorboard import read_scalars
+from playground.common.train import distributed
 from playground.open_duck_mini_v2 import runner as runner_module
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+from playground.open_duck_mini_v2.tasks import gait_tables
+from playground.open_duck_mini_v2.tasks import joystick
 
 
 @pytest.mark.slow
@@ -61,7 +61,7 @@ def test_smoke_run_writes_a_loadable_orbax_checkpoint_and_config(smoke_run):
   step_dir = run_dir / "000000002560"
   assert step_dir.is_dir(), sorted(p.name for p in run_dir.iterdir())
   meta = json.loads((step_dir / "meta.json").read_text())
-  assert meta["step"] == 2560 and meta["compat"]["observation_shapes"]["state"] == [101]
+  assert meta["step"] == 2560 and meta["compatibility"]["observation_shapes"]["state"] == [101]
   with ocp.StandardCheckpointer() as checkpointer:
     tree = checkpointer.restore(step_dir / "state")
   policy = tree["training_state"]["params"]["policy"]["params"]
@@ -151,11 +151,11 @@ def fake_run(run_dir: Path, steps=(2560,), planned=2560, **flags) -> Path:
     "flags": args,
   }
   run_dir.mkdir(parents=True)
-  (run_dir / run_dirs.CONFIG_FILE).write_text(json.dumps(record))
+  (run_dir / directories.CONFIG_FILE).write_text(json.dumps(record))
   for step in steps:
-    step_dir = run_dir / run_dirs.step_dir_name(step)
+    step_dir = run_dir / directories.step_dir_name(step)
     (step_dir / "state").mkdir(parents=True)
-    (step_dir / "meta.json").write_text(json.dumps({"step": step, "compat": {"seed": args["seed"]}}))
+    (step_dir / "meta.json").write_text(json.dumps({"step": step, "compatibility": {"seed": args["seed"]}}))
   return run_dir
 
 
@@ -215,30 +215,30 @@ def test_an_output_dir_that_is_not_writable_is_refused(tmp_path):
 
 def test_exp_name_must_be_one_path_component():
   for name in ("run", "run-2.b", "..hidden"):
-    run_dirs.check_exp_name(name)
+    directories.check_exp_name(name)
   for name in ("", ".", "..", "a/b", "a\\b", "/abs", "nul\0byte"):
-    with pytest.raises(run_dirs.RunDirError, match="one directory name"):
-      run_dirs.check_exp_name(name)
+    with pytest.raises(directories.RunDirError, match="one directory name"):
+      directories.check_exp_name(name)
 
 
 def test_only_project_runs_inside_output_dir_are_deletable(workspace):
   out = workspace / "out"
-  assert run_dirs.deletable_run_dir(out / "done", out) == (out / "done").resolve()
+  assert directories.deletable_run_dir(out / "done", out) == (out / "done").resolve()
   (out / "old").mkdir()
-  (out / "old" / run_dirs.MARKER).write_text("{}")
-  assert run_dirs.deletable_run_dir(out / "old", out) == (out / "old").resolve()
+  (out / "old" / directories.MARKER).write_text("{}")
+  assert directories.deletable_run_dir(out / "old", out) == (out / "old").resolve()
   (out / "inner").symlink_to(out / "done")
-  assert run_dirs.deletable_run_dir(out / "inner", out) == (out / "done").resolve()
+  assert directories.deletable_run_dir(out / "inner", out) == (out / "done").resolve()
   for name, message in (("notes", "not a run directory"), ("link", "not inside"), ("plain.txt", "not a directory")):
-    with pytest.raises(run_dirs.RunDirError, match=message):
-      run_dirs.deletable_run_dir(out / name, out)
-  with pytest.raises(run_dirs.RunDirError, match="not inside"):
-    run_dirs.deletable_run_dir(out, out)
+    with pytest.raises(directories.RunDirError, match=message):
+      directories.deletable_run_dir(out / name, out)
+  with pytest.raises(directories.RunDirError, match="not inside"):
+    directories.deletable_run_dir(out, out)
   # A config.json of some other tool does not make a run.
   (out / "notes" / "config.json").write_text('{"name": "other tool"}')
-  with pytest.raises(run_dirs.RunDirError, match="not a run directory"):
-    run_dirs.deletable_run_dir(out / "notes", out)
-  run_dirs.delete_run_dir(out / "inner", out)
+  with pytest.raises(directories.RunDirError, match="not a run directory"):
+    directories.deletable_run_dir(out / "notes", out)
+  directories.delete_run_dir(out / "inner", out)
   assert not (out / "done").exists() and (workspace / "outside" / "config.json").is_file()
 
 
@@ -329,7 +329,7 @@ def test_resume_refuses_a_run_whose_built_in_reference_gait_changed(tmp_path):
 
   def digests(env, *overrides):
     runner = OpenDuckMiniV2Runner(RunArgs(env=env, task="flat_terrain", preset="smoke", overrides=overrides))
-    return config_lib.named_file_digests(runner.named_files(runner.resolve_config()))
+    return configs.named_file_digests(runner.named_files(runner.resolve_config()))
 
   assert digests("joystick")[builtin] == digest
   assert builtin not in digests("standing")
@@ -357,7 +357,7 @@ def test_restore_mode_all_refuses_a_checkpoint_of_another_seed(tmp_path):
 
   def check(saved, **flags):
     runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain", preset="smoke", seed=1, **flags))
-    compat.check_compat(saved, compat.config_fingerprint(runner, runner.resolve_config()), runner.args)
+    compatibility.check_compat(saved, compatibility.config_fingerprint(runner, runner.resolve_config()), runner.args)
 
   with pytest.raises(RunError, match="seed is 0 in the checkpoint but 1"):
     check({"seed": 0})
@@ -489,7 +489,7 @@ def test_set_layer_sizes_takes_every_layer_given():
 
 
 def test_the_full_preset_warning_gives_minutes_for_short_runs_and_hours_for_long_ones():
-  from playground.common.trainer import duration_text
+  from playground.common.train.backend import duration_text
 
   assert duration_text(6_000_000 / 7000) == "14 min"  # a 6M-step fine-tune once read "about 0 h"
   assert duration_text(10) == "1 min"

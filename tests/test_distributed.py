@@ -15,10 +15,10 @@ from helpers import REPO_ROOT
 from helpers import run_cli
 from helpers import subprocess_env
 
-from playground.common import checkpointing
-from playground.common import config
-from playground.common import distributed
-from playground.common.tensorboard_reader import read_scalars
+from playground.common import configs
+from playground.common.runs import checkpoints
+from playground.common.runs.tensorboard import read_scalars
+from playground.common.train import distributed
 
 TWO_DEVICES = "--xla_force_host_platform_device_count=2"
 
@@ -31,7 +31,7 @@ from playground.common.runner import setup_compilation_cache
 assert jax.device_count() == 2, jax.devices()
 setup_compilation_cache(None)  # the test run's cache ($PLAYGROUND_JAX_CACHE)
 runner = CartpoleRunner(RunArgs(env="balance", task="default", preset="smoke"))
-from playground.common import trainer
+from playground.common.train import trainer
 session = trainer.build(runner, runner.resolve_config())
 ppo = session.ppo
 ts, env_state, _ = trainer.initial_state(runner, session, None, "all")
@@ -48,7 +48,7 @@ assert halves[0].shape[0] == 8 and not np.array_equal(halves[0], halves[1])
 print("REPLICATED", int(ts.env_steps))
 
 # Evaluation split over both devices scores every episode as on one device.
-from playground.common.evaluation import Evaluator
+from playground.common.train.evaluator import Evaluator
 params = ppo.inference_params(ts)
 evals = [
   Evaluator(session.evaluator._venv, ppo.make_policy, 8, seed=3, mesh=mesh).run(params)
@@ -90,11 +90,11 @@ def test_auto_cpu_devices_is_one_per_core_dividing_every_batch(cores_and_batches
 
 
 def test_cpu_devices_values():
-  assert config.parse_cpu_devices("auto") == "auto" and config.parse_cpu_devices("4") == 4
-  assert config.parse_cpu_devices(None) is None
+  assert configs.parse_cpu_devices("auto") == "auto" and configs.parse_cpu_devices("4") == 4
+  assert configs.parse_cpu_devices(None) is None
   for bad in ("0", "-2", "two", "1.5"):
-    with pytest.raises(config.ConfigError, match="'auto' or a positive integer"):
-      config.parse_cpu_devices(bad)
+    with pytest.raises(configs.ConfigError, match="'auto' or a positive integer"):
+      configs.parse_cpu_devices(bad)
 
 
 @pytest.mark.slow
@@ -110,7 +110,7 @@ def test_a_run_resumes_on_another_device_count(tmp_path):
   resumed = run_cli(*common, "--resume", "--num_timesteps", 3072, "--cpu_devices", 1, script=CARTPOLE)
   assert resumed.returncode == 0, resumed.stderr[-3000:]
   assert "on 1 cpu device(s)" in resumed.stderr and "start at 2,048" in resumed.stderr
-  assert [int(p.name) for p in checkpointing.list_checkpoints(tmp_path / "split")][-1] == 3072
+  assert [int(p.name) for p in checkpoints.list_checkpoints(tmp_path / "split")][-1] == 3072
 
 
 def test_num_envs_must_divide_evenly_over_devices(tmp_path):
@@ -180,7 +180,7 @@ def test_two_processes_on_loopback_train_one_run(tmp_path):
   errs = run_both()
   assert "2 cpu device(s) in 2 process(es)" in errs[0]
   run_dir = tmp_path / "multi"
-  steps = [int(p.name) for p in checkpointing.list_checkpoints(run_dir)]
+  steps = [int(p.name) for p in checkpoints.list_checkpoints(run_dir)]
   assert steps == [8192]
   assert len(list(run_dir.glob("events.out.tfevents.*"))) == 1, "only process 0 writes TensorBoard"
   assert "eval/episode_reward" in read_scalars(run_dir)

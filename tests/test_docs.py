@@ -139,7 +139,7 @@ def test_the_readme_observation_layout_matches_the_code():
   `observations.py` imports JAX, so its field order is read from the source;
   the size and the joint-velocity scale come from `runtime.py` (no JAX).
   """
-  from playground.open_duck_mini_v2 import runtime
+  from playground.open_duck_mini_v2.evaluation import runtime
 
   source = (ROOT / "playground" / "open_duck_mini_v2" / "observations.py").read_text()
   fields = re.search(r"_STATE_FIELDS = \((.*?)\n\)", source, flags=re.S)

@@ -7,7 +7,7 @@ import pytest
 from helpers import REPO_ROOT
 from helpers import run_cli
 
-from playground.common import backend
+from playground.common.train import backend
 
 DOCTOR = REPO_ROOT / "playground" / "doctor.py"
 

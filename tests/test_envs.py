@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from helpers import FAST_COMPILE_OPTIONS
 
-from playground.common import training_env
 from playground.common.runner import RunArgs
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import sensing
-from playground.open_duck_mini_v2 import shared_config
-from playground.open_duck_mini_v2.envs import ENVS
+from playground.common.train import vec_env
+from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import observations
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+from playground.open_duck_mini_v2.tasks import base
+from playground.open_duck_mini_v2.tasks.registry import ENVS
 
 NUM_ENVS = 2
 NUM_STEPS = 25
@@ -27,7 +27,7 @@ def _venv(env_name, task, **overrides):
   for key, value in overrides.items():
     config[key] = value
   env = runner.make_env(env_name, task, config)
-  return env, training_env.VecEnv(env, config.episode_length, runner.make_randomizer(env, config))
+  return env, vec_env.VecEnv(env, config.episode_length, runner.make_randomizer(env, config))
 
 
 # Every scene (heightfield and backlash joints included) with the joystick env,
@@ -37,7 +37,7 @@ CASES = [
   (env_name, task, impl)
   for impl in ("jax", "warp")
   for env_name in ENVS
-  for task in (consts.TASKS if env_name == "joystick" else ("flat_terrain",))
+  for task in (constants.TASKS if env_name == "joystick" else ("flat_terrain",))
 ]
 
 
@@ -83,34 +83,36 @@ def test_warp_contact_buffer_is_sized_by_the_traced_batch():
       lambda k, n=n: venv.reset(k, venv.models(jp.arange(n))), jax.random.split(jax.random.PRNGKey(0), n)
     )
     naconmax = shapes.env.data._impl.naconmax
-    assert naconmax == max(env.config.naconmax_per_env * n, shared_config.MIN_NACONMAX)
-  assert (shared_config.warp_contact_buffer(12, 4), shared_config.warp_contact_buffer(12, 32)) == (64, 384)
+    assert naconmax == max(env.config.naconmax_per_env * n, base.MIN_NACONMAX)
+  assert (base.warp_contact_buffer(12, 4), base.warp_contact_buffer(12, 32)) == (64, 384)
   assert env.batch_size == 1  # restored after tracing
 
 
 def test_critic_dynamics_observes_each_envs_randomized_model():
   """With critic_dynamics the critic sees the parameters its env's model was drawn with; the actor does not."""
-  from playground.open_duck_mini_v2 import observations as obs_lib
 
   n = 3
   env, venv = _venv("joystick", "flat_terrain", critic_dynamics=True)
   models = venv.models(jp.arange(n))
   state = jax.jit(lambda keys: venv.reset(keys, models))(jax.random.split(jax.random.PRNGKey(0), n))
-  layout = obs_lib.privileged_layout(0, dynamics=True)
+  layout = observations.privileged_layout(0, dynamics=True)
   privileged = np.asarray(state.env.obs["privileged_state"])
-  assert privileged.shape == (n, 167 + obs_lib.DYNAMICS_SIZE) and state.env.obs["state"].shape == (n, 101)
-  block = obs_lib.ObservationLayout(obs_lib.DYNAMICS_FIELDS).split(privileged[:, layout.slices["dynamics"]])
+  assert privileged.shape == (n, 167 + observations.DYNAMICS_SIZE) and state.env.obs["state"].shape == (n, 101)
+  block = observations.ObservationLayout(observations.DYNAMICS_FIELDS).split(privileged[:, layout.slices["dynamics"]])
   model, ids = env.mj_model, env.ids
   drawn = jax.device_get(models[0])
   for i in range(n):
     com = drawn.body_ipos[i, ids.root_body] - model.body_ipos[ids.root_body]
     np.testing.assert_allclose(block["trunk_com_offset"][i], com, atol=1e-6)
     np.testing.assert_allclose(block["floor_friction"][i], drawn.geom_friction[i, ids.floor_geom, 0], atol=1e-6)
-    kp = drawn.actuator_gainprm[i, : obs_lib.NUM_ACTIONS, 0] / model.actuator_gainprm[: obs_lib.NUM_ACTIONS, 0] - 1
+    kp = (
+      drawn.actuator_gainprm[i, : observations.NUM_ACTIONS, 0] / model.actuator_gainprm[: observations.NUM_ACTIONS, 0]
+      - 1
+    )
     np.testing.assert_allclose(block["kp_scale"][i], kp, atol=1e-5)
   # Three envs, three different models: the block is not a constant.
   assert np.ptp(block["trunk_com_offset"], axis=0).min() > 1e-3
   assert 0.0 < np.abs(block["servo_offset"]).max() <= env.config.domain_randomization.joint_offset + 1e-6
   # The nominal model reads zero offsets.
-  nominal = np.asarray(sensing.dynamics_params(ids, env.mjx_model))
+  nominal = np.asarray(observations.dynamics_params(ids, env.mjx_model))
   np.testing.assert_allclose(np.delete(nominal, 4), 0.0, atol=1e-6)

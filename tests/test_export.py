@@ -17,9 +17,9 @@ from helpers import REPO_ROOT
 from helpers import run_cli
 from ml_collections import config_dict
 
-from playground.common import onnx_graph
-from playground.common import policy_file
-from playground.common import ppo as ppo_lib
+from playground.common.export import onnx_graph
+from playground.common.export import policy_file
+from playground.common.train import ppo
 
 
 def test_every_checkpoint_has_a_robot_ready_onnx_policy(smoke_run):
@@ -134,7 +134,7 @@ def _random_policy(activation):
       value_obs_key="state",
     )
   )
-  network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
+  network = ppo.network_factory(cfg, obs_is_dict=True)(
     {"state": (11,)}, 3, preprocess_observations_fn=running_statistics.normalize
   )
   params = network.policy_network.init(jax.random.PRNGKey(0))
@@ -182,16 +182,16 @@ def test_unknown_parameter_layouts_are_rejected():
 def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place):
   """A residual policy's ONNX adds the env's feed-forward, read from the observation's command and phase
   (at a zero command only with `reference.step_in_place`)."""
-  from playground.open_duck_mini_v2 import joystick
-  from playground.open_duck_mini_v2 import observations as obs_lib
+  from playground.open_duck_mini_v2.model import observations
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+  from playground.open_duck_mini_v2.tasks import joystick
 
   config = joystick.default_config()
   config.reference.feedforward = True
   config.reference.step_in_place = in_place
   ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", config)
   assert ff is not None and OpenDuckMiniV2Runner.policy_feedforward("standing", "flat_terrain", config) is None
-  size, actions = obs_lib.STATE_LAYOUT.size, obs_lib.NUM_ACTIONS
+  size, actions = observations.STATE_LAYOUT.size, observations.NUM_ACTIONS
   network, params, normalizer = _small_state_policy(size, actions, seed=1)
   path = tmp_path / "ff.onnx"
   policy_file.export(path, network, normalizer, params, "state", actions, "swish", {}, ff)
@@ -224,16 +224,16 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place):
 
 def test_a_feedforward_policy_gives_finite_actions_on_the_runtime_first_frame(tmp_path):
   """The Open Duck runtime observes a (0, 0) phase on its first step: the file reads it as phase 0."""
-  from playground.open_duck_mini_v2 import joystick
-  from playground.open_duck_mini_v2 import observations as obs_lib
-  from playground.open_duck_mini_v2 import robot_model
-  from playground.open_duck_mini_v2 import runtime
+  from playground.open_duck_mini_v2.evaluation import runtime
+  from playground.open_duck_mini_v2.model import observations
+  from playground.open_duck_mini_v2.model import robot_model
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+  from playground.open_duck_mini_v2.tasks import joystick
 
   config = joystick.default_config()
   config.reference.feedforward = True
   ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", config)
-  size, actions = obs_lib.STATE_LAYOUT.size, obs_lib.NUM_ACTIONS
+  size, actions = observations.STATE_LAYOUT.size, observations.NUM_ACTIONS
   network, params, normalizer = _small_state_policy(size, actions, seed=2)
   path = tmp_path / "ff.onnx"
   bounds = OpenDuckMiniV2Runner.policy_input_bounds("joystick", "flat_terrain", config)
@@ -242,7 +242,7 @@ def test_a_feedforward_policy_gives_finite_actions_on_the_runtime_first_frame(tm
   home = robot_model.RobotIndices.from_model(model).home_ctrl
   commands = np.array([[0.0] * 7, [0.1, 0, 0, 0, 0, 0, 0], [0.15, 0.2, 1.0, 0, 0, 0, 0]])
   first = runtime.first_frames(model, home, commands)
-  phase = obs_lib.STATE_LAYOUT.slices["phase"]
+  phase = observations.STATE_LAYOUT.slices["phase"]
   assert np.all(first[:, phase] == 0.0)
   got = onnx_graph.run_onnx(path, first)
   assert np.all(np.isfinite(got))
@@ -279,7 +279,7 @@ def _small_state_policy(size, actions, seed):
   """A 16-unit Brax policy on a `state` observation of `size`, with an identity normalizer."""
   cfg = config_dict.ConfigDict(dict(policy_hidden_layer_sizes=(16,), value_hidden_layer_sizes=(8,), activation="swish"))
   cfg.policy_obs_key, cfg.value_obs_key = "state", "state"
-  network = ppo_lib.network_factory(cfg, obs_is_dict=True)(
+  network = ppo.network_factory(cfg, obs_is_dict=True)(
     {"state": (size,)}, actions, preprocess_observations_fn=running_statistics.normalize
   )
   params = network.policy_network.init(jax.random.PRNGKey(seed))

@@ -13,16 +13,15 @@ import numpy as np
 import pytest
 from mujoco import mjx
 
-from playground.common import randomize
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import gait_generator
-from playground.open_duck_mini_v2 import observations as obs_lib
-from playground.open_duck_mini_v2 import robot_model
-from playground.open_duck_mini_v2 import sensing
-from playground.open_duck_mini_v2.envs import env_class
+from playground.common.tasks import randomize
+from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import observations
+from playground.open_duck_mini_v2.model import robot_model
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+from playground.open_duck_mini_v2.tasks import gait_generator
+from playground.open_duck_mini_v2.tasks.registry import env_class
 
-HEAD = [consts.ACTUATOR_NAMES.index(n) for n in consts.HEAD_JOINT_NAMES]
+HEAD = [constants.ACTUATOR_NAMES.index(n) for n in constants.HEAD_JOINT_NAMES]
 LEGS = [i for i in range(14) if i not in HEAD]
 
 
@@ -33,7 +32,7 @@ def joystick():
 
 def _home(m):
   d = mujoco.MjData(m)
-  mujoco.mj_resetDataKeyframe(m, d, m.key(consts.HOME_KEYFRAME).id)
+  mujoco.mj_resetDataKeyframe(m, d, m.key(constants.HOME_KEYFRAME).id)
   mujoco.mj_forward(m, d)
   return d
 
@@ -42,11 +41,11 @@ def test_randomized_floor_friction_is_the_friction_the_contacts_use():
   m = robot_model.load_model("flat_terrain")
   config = randomize.default_config()
   config.floor_friction = (0.3, 0.35)
-  targets = randomize.RandomizationTargets(consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES)
+  targets = randomize.RandomizationTargets(constants.FLOOR_GEOM, constants.ROOT_BODY, constants.ACTUATOR_NAMES)
   fn = randomize.make_randomization_fn(m, targets, config)
   model = mjx.put_model(m)
   batched, in_axes = fn(model, jax.random.split(jax.random.PRNGKey(0), 2))
-  floor = np.asarray(batched.geom_friction)[:, m.geom(consts.FLOOR_GEOM).id, 0]
+  floor = np.asarray(batched.geom_friction)[:, m.geom(constants.FLOOR_GEOM).id, 0]
   d = _home(m)
   d.qpos[2] -= 0.002  # press both soles into the floor
 
@@ -62,7 +61,7 @@ def test_randomized_floor_friction_is_the_friction_the_contacts_use():
   # MuJoCo C (playback, the scorecard) agrees, on both terrains.
   for task in ("flat_terrain", "rough_terrain"):
     m = robot_model.load_model(task)
-    m.geom_friction[m.geom(consts.FLOOR_GEOM).id, 0] = 0.3
+    m.geom_friction[m.geom(constants.FLOOR_GEOM).id, 0] = 0.3
     d = _home(m)
     d.qpos[2] -= 0.002
     mujoco.mj_forward(m, d)
@@ -72,7 +71,7 @@ def test_randomized_floor_friction_is_the_friction_the_contacts_use():
 
 def test_joystick_stand_still_ignores_the_head(joystick):
   zeros = {f: jp.zeros(3) for f in ("gyro", "accelerometer", "gravity", "local_linvel", "global_linvel")}
-  readings = obs_lib.Readings(
+  readings = observations.Readings(
     **zeros,
     global_angvel=jp.zeros(3),
     joint_pos=jp.zeros(14).at[jp.array(HEAD)].set(0.5),
@@ -84,7 +83,7 @@ def test_joystick_stand_still_ignores_the_head(joystick):
     base_pos=jp.zeros(3),
     base_height=jp.ones(1),
   )
-  step = obs_lib.StepContext.idle(jp.array([0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5]))
+  step = observations.StepContext.idle(jp.array([0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5]))
   terms = joystick.compute_rewards(readings, step)
   # The head sits at its command: no stand-still cost, full head tracking.
   assert float(terms["stand_still"]) == 0.0
@@ -118,7 +117,7 @@ def test_metadata_writes_the_gait_frequency_the_env_uses(tmp_path, caplog):
 def _first_info(env):
   """Episode state and readings at the home pose (eager: no compilation)."""
   d = _home(env.mj_model)
-  readings = sensing.read(env.ids, env.mj_model, sensing.DataView.from_mjdata(d))
+  readings = observations.read(env.ids, env.mj_model, observations.DataView.from_mjdata(d))
   return env.initial_info(jax.random.PRNGKey(0), readings), readings
 
 
@@ -136,7 +135,7 @@ def test_the_policy_observes_the_raw_commanded_targets_as_the_runtime_does(joyst
   assert np.all(servo - joystick.ids.home_ctrl <= 5.24 * 0.02 + 1e-6)
   # ...but the observation holds what the runtime sent.
   obs, _ = joystick.observe(readings, info, jax.random.PRNGKey(2))
-  observed = np.asarray(obs["state"][obs_lib.STATE_LAYOUT.slices["motor_targets"]])
+  observed = np.asarray(obs["state"][observations.STATE_LAYOUT.slices["motor_targets"]])
   np.testing.assert_allclose(observed, raw, atol=1e-6)
 
 
@@ -152,12 +151,12 @@ def test_backlash_scenes_observe_what_the_encoder_reads():
   m = robot_model.load_model("flat_terrain_backlash")
   ids = robot_model.RobotIndices.from_model(m)
   d = _home(m)
-  before = np.asarray(sensing.read(ids, m, sensing.DataView.from_mjdata(d)).joint_pos)
-  knee = consts.ACTUATOR_NAMES.index("left_knee")
+  before = np.asarray(observations.read(ids, m, observations.DataView.from_mjdata(d)).joint_pos)
+  knee = constants.ACTUATOR_NAMES.index("left_knee")
   d.qpos[m.joint("left_knee_backlash").qposadr[0]] = 0.008
   d.qvel[m.joint("left_knee_backlash").dofadr[0]] = 0.5
   mujoco.mj_forward(m, d)
-  readings = sensing.read(ids, m, sensing.DataView.from_mjdata(d))
+  readings = observations.read(ids, m, observations.DataView.from_mjdata(d))
   delta = np.asarray(readings.joint_pos) - before
   assert delta[knee] == pytest.approx(0.008, abs=1e-6)
   assert np.abs(np.delete(delta, knee)).max() < 1e-6
@@ -172,7 +171,7 @@ def test_head_servos_run_at_the_runtime_s_lower_gain_and_are_randomized():
   np.testing.assert_allclose(m.actuator_biasprm[:, 1], -kp)
   config = randomize.default_config()
   targets = randomize.RandomizationTargets(
-    consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES, consts.HEAD_JOINT_NAMES
+    constants.FLOOR_GEOM, constants.ROOT_BODY, constants.ACTUATOR_NAMES, constants.HEAD_JOINT_NAMES
   )
   batched, _ = randomize.make_randomization_fn(m, targets, config)(
     mjx.put_model(m), jax.random.split(jax.random.PRNGKey(0), 64)
@@ -207,7 +206,7 @@ def test_warp_keeps_buffer_overflow_warnings_and_silences_iteration_limits():
 
 
 def test_following_the_command_beats_standing_by_a_wide_margin(joystick):
-  from playground.open_duck_mini_v2.joystick import ideal_reward_per_second
+  from playground.open_duck_mini_v2.tasks.joystick import ideal_reward_per_second
 
   for vx, vy, wz in [(0.1, 0, 0), (0.15, 0, 0), (-0.1, 0, 0), (0, 0.1, 0), (0, 0, 0.5), (0.05, 0, -0.5)]:
     command = jp.array([vx, vy, wz, 0.0, 0.0, 0.0, 0.0])
@@ -221,8 +220,8 @@ def test_following_the_command_beats_standing_by_a_wide_margin(joystick):
 
 def test_imitation_pays_only_for_a_moving_command(joystick):
   readings = _first_info(joystick)[1]
-  still = joystick.compute_rewards(readings, obs_lib.StepContext.idle(jp.zeros(7)))
-  moving = joystick.compute_rewards(readings, obs_lib.StepContext.idle(jp.array([0.1, 0, 0, 0, 0, 0, 0.0])))
+  still = joystick.compute_rewards(readings, observations.StepContext.idle(jp.zeros(7)))
+  moving = joystick.compute_rewards(readings, observations.StepContext.idle(jp.array([0.1, 0, 0, 0, 0, 0, 0.0])))
   imitation = [k for k in still if k.startswith("imitation_")]
   assert imitation and all(float(still[k]) == 0.0 for k in imitation)
   assert sum(float(moving[k]) for k in imitation) > 0.0
@@ -231,7 +230,7 @@ def test_imitation_pays_only_for_a_moving_command(joystick):
 def test_warp_buffer_overflow_bits_ignore_iteration_limits():
   from mujoco.mjx.third_party.mujoco_warp._src.types import OverflowType
 
-  from playground.common import backend
+  from playground.common.train import backend
 
   per_world = np.array([0, OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS, OverflowType.NARROWPHASE])
   assert backend.warp_buffer_overflow_bits(per_world) == int(OverflowType.NARROWPHASE)

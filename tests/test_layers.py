@@ -1,9 +1,12 @@
-"""The layers of `playground`: no import cycles, no library module importing a command-line script,
-and a command line that loads no JAX.
+"""The layers of `playground`: rooms that import only downward, no import cycles, no library
+module importing a command-line script, and a command line that loads no JAX.
 
 The import graph is read from the source with `ast`, counting every import:
 module-level, function-level (deferred) and under `if TYPE_CHECKING:`. Each
-module may import only modules below it, so the graph must be acyclic.
+module may import only modules below it, so the graph must be acyclic. The
+rooms (subpackages) of `playground.common` and of a robot are ordered: the
+imports a module runs (all but those under `if TYPE_CHECKING:`, which only
+name types) reach its own room or the rooms below it.
 Run as a script to print the graph: `uv run python tests/test_layers.py`.
 """
 
@@ -23,15 +26,27 @@ PENDING: dict[tuple[str, str], str] = {}
 
 #: Modules the command line loads before JAX: none of them may import JAX at
 #: module level, nor a module of this package that does.
-JAX_FREE = ("cli", "runner", "robot_spec", "run_args", "run_record", "resume", "compat", "errors", "config", "run_dirs")
+JAX_FREE = (
+  "cli",
+  "runner",
+  "robot_spec",
+  "runs.arguments",
+  "runs.record",
+  "runs.resume",
+  "runs.compatibility",
+  "errors",
+  "configs",
+  "runs.directories",
+)
 HEAVY = ("jax", "jaxlib", "mujoco", "mujoco_playground", "brax", "flax", "optax", "orbax", "onnxruntime")
 
 
-def _imported_names(tree: ast.AST, at_import: bool = False) -> set[str]:
+def _imported_names(tree: ast.AST, at_import: bool = False, runtime: bool = False) -> set[str]:
   """Every module name imported under `tree` (`from a import b` gives "a" and "a.b").
 
   With `at_import`, only the imports that run when the module is imported:
-  not those in function bodies nor under `if TYPE_CHECKING:`.
+  not those in function bodies nor under `if TYPE_CHECKING:`. With
+  `runtime`, every import but those under `if TYPE_CHECKING:`.
   """
   out = set()
   todo = [tree]
@@ -44,26 +59,35 @@ def _imported_names(tree: ast.AST, at_import: bool = False) -> set[str]:
       out.update(f"{node.module}.{alias.name}" for alias in node.names)
     if at_import and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
       continue
-    if at_import and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+    if (at_import or runtime) and isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
       todo.extend(node.orelse)
       continue
     todo.extend(ast.iter_child_nodes(node))
   return out
 
 
-def _imports(tree: ast.AST, modules: set[str], at_import: bool = False) -> set[str]:
-  """The modules of this package (among `modules`) that `tree` imports."""
+def _imports(
+  tree: ast.AST, modules: set[str], at_import: bool = False, package: str = PACKAGE, runtime: bool = False
+) -> set[str]:
+  """The modules of `package` (among `modules`, dotted below it: `runs.record`) that `tree` imports."""
   out = set()
-  for name in _imported_names(tree, at_import):
-    if name.startswith(PACKAGE + "."):
-      first = name[len(PACKAGE) + 1 :].split(".")[0]
-      if first in modules:
-        out.add(first)
+  for name in _imported_names(tree, at_import, runtime):
+    if name.startswith(package + "."):
+      module = name[len(package) + 1 :]
+      while module and module not in modules:
+        module = module.rpartition(".")[0]
+      if module:
+        out.add(module)
   return out
 
 
-def _trees() -> dict[str, ast.Module]:
-  return {p.stem: ast.parse(p.read_text(), filename=str(p)) for p in sorted(COMMON.glob("*.py"))}
+def _trees(root: Path = COMMON) -> dict[str, ast.Module]:
+  """Dotted module name below `root` (`runs.record`) -> its syntax tree; `__init__` files left out."""
+  return {
+    ".".join(p.relative_to(root).with_suffix("").parts): ast.parse(p.read_text(), filename=str(p))
+    for p in sorted(root.rglob("*.py"))
+    if p.name != "__init__.py"
+  }
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -97,7 +121,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_import_graph_of_common_is_acyclic():
   graph = import_graph()
-  assert {"runner", "cli", "trainer", "run_record", "robot_spec"} <= set(graph)
+  assert {"runner", "cli", "train.trainer", "runs.record", "robot_spec"} <= set(graph)
   for importer, imported in PENDING:
     assert imported in graph[importer], f"{importer} -> {imported} is gone: remove it from PENDING"
     graph[importer].discard(imported)
@@ -176,9 +200,10 @@ def package_graph() -> tuple[dict[str, set[str]], set[str]]:
 
 def test_the_import_graph_of_the_whole_package_is_acyclic():
   graph, _ = package_graph()
-  assert {"open_duck_mini_v2.runner", "open_duck_mini_v2.score", "common.trainer", "export"} <= set(graph)
+  assert {"open_duck_mini_v2.runner", "open_duck_mini_v2.score", "common.train.trainer", "export"} <= set(graph)
   # Parents import their package's __init__ implicitly; only module-to-module edges count.
-  graph = {k: {m for m in v if m not in ("open_duck_mini_v2", "common", "cartpole")} for k, v in graph.items()}
+  packages = {k for k in graph if (REPO_ROOT / "playground" / k.replace(".", "/") / "__init__.py").is_file()}
+  graph = {k: v - packages for k, v in graph.items()}
   cycle = find_cycle(graph)
   assert cycle is None, "import cycle in playground: " + " -> ".join(cycle)
 
@@ -190,17 +215,40 @@ def test_no_library_module_imports_a_command_line_script():
   assert not offenders, f"library modules import command-line scripts: {offenders}"
 
 
-#: The most lines a module of `playground` may hold: a longer one does more than one job.
-MAX_MODULE_LINES = 450
+#: The rooms of `playground.common` and of the Open Duck Mini V2, lowest first. A module
+#: outside every subpackage is in the room "" (the package's front door), unless the
+#: room is named for it.
+ROOMS = {
+  "playground.common": ("errors", "configs", "hyperparameters", "runs", "tasks", "export", "train", ""),
+  "playground.open_duck_mini_v2": ("model", "tasks", "evaluation", ""),
+}
 
 
-def test_no_module_of_the_package_is_over_max_module_lines():
-  long = {
-    str(path.relative_to(REPO_ROOT)): n
-    for path in sorted((REPO_ROOT / "playground").rglob("*.py"))
-    if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+def _room(module: str, rooms: tuple[str, ...]) -> str:
+  first = module.split(".")[0]
+  return first if first in rooms else ""
+
+
+def test_rooms_import_only_downward():
+  for package, rooms in ROOMS.items():
+    trees = _trees(REPO_ROOT / Path(*package.split(".")))
+    assert {_room(m, rooms) for m in trees} == set(rooms), f"{package}: the rooms and the subpackages differ"
+    upward = [
+      f"{module} -> {imported}"
+      for module, tree in trees.items()
+      for imported in _imports(tree, set(trees), package=package, runtime=True)
+      if rooms.index(_room(imported, rooms)) > rooms.index(_room(module, rooms))
+    ]
+    assert not upward, f"{package}: imports that reach a higher room: {upward}"
+
+
+def test_common_imports_no_robot():
+  graph, _ = package_graph()
+  robots = {"open_duck_mini_v2", "cartpole"}
+  offenders = {
+    k: sorted(v) for k, v in graph.items() if k.startswith("common.") and {m.split(".")[0] for m in v} & robots
   }
-  assert not long, f"modules over {MAX_MODULE_LINES} lines (split them along their jobs): {long}"
+  assert not offenders, f"playground.common imports a robot package: {offenders}"
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 One short CLI training run of the standing task (randomization, sensor noise,
 delays, pushes and random head commands on, as in every run). Its policy and
 the same network with its initial weights (`export.py --untrained`) then play
-`scoring.look_around` (20 s of standing while the head jumps between random
+`scorecard.look_around` (20 s of standing while the head jumps between random
 poses) under the training pushes, on the same randomized models with the same
 pushes. Measured on 2 cores (2026-11-30): the untrained policy survived 7.5 s
 on average (21 of 24 episodes fell), the policy trained for 600k steps 13.1 s
@@ -16,9 +16,9 @@ import json
 from helpers import run_cli
 
 from playground import checkpoint_policy
-from playground.common import checkpointing
-from playground.common.tensorboard_reader import read_scalars
-from playground.open_duck_mini_v2 import scoring
+from playground.common.runs import checkpoints
+from playground.common.runs.tensorboard import read_scalars
+from playground.open_duck_mini_v2.evaluation import scorecard
 
 STEPS = 600_000
 SEEDS = 24
@@ -34,12 +34,12 @@ def test_a_briefly_trained_policy_survives_head_motion_and_pushes_that_topple_th
   run_dir = tmp_path / "learn"
   scalars = read_scalars(run_dir)
   assert "episode/reward" in scalars and not any(tag.startswith("eval/") for tag in scalars)  # --eval_every 0
-  trained = checkpointing.resolve(run_dir) / "policy.onnx"
+  trained = checkpoints.resolve(run_dir) / "policy.onnx"
   untrained, _ = checkpoint_policy.export_checkpoint(run_dir, tmp_path / "untrained.onnx", untrained_seed=0)
   env_config = json.loads((run_dir / "config.json").read_text())["env_config"]
   survival = {}
   for name, path in (("trained", trained), ("untrained", untrained)):
-    card = scoring.score(path, env_config, seeds=SEEDS, commands=[scoring.look_around()], pushes=True)
+    card = scorecard.score(path, env_config, seeds=SEEDS, commands=[scorecard.look_around()], pushes=True)
     survival[name] = card["commands"]["look_around"]["survival_s"]
   assert survival["untrained"] < 11.0, f"head motion and pushes should topple the untrained policy: {survival}"
   assert survival["trained"] >= survival["untrained"] + 2.5, f"no learning: mean survival (s) {survival}"

@@ -4,11 +4,11 @@ import mujoco
 import numpy as np
 import pytest
 
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import robot_model
+from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import robot_model
 
 
-@pytest.fixture(scope="module", params=consts.TASKS)
+@pytest.fixture(scope="module", params=constants.TASKS)
 def model(request):
   return robot_model.load_model(request.param)
 
@@ -38,17 +38,17 @@ def test_every_scene_compiles_with_the_actuators_in_order(model):
 
 
 def test_total_mass_matches_the_real_robot(model):
-  trunk = model.body(consts.ROOT_BODY).id
+  trunk = model.body(constants.ROOT_BODY).id
   mass = model.body_subtreemass[trunk]
-  assert abs(mass - consts.REFERENCE_MASS) / consts.REFERENCE_MASS < 0.10
+  assert abs(mass - constants.REFERENCE_MASS) / constants.REFERENCE_MASS < 0.10
   assert 2.0 < mass < 2.2
 
 
 def test_home_keyframe_stands_for_two_seconds(model):
   data = mujoco.MjData(model)
-  mujoco.mj_resetDataKeyframe(model, data, model.key(consts.HOME_KEYFRAME).id)
+  mujoco.mj_resetDataKeyframe(model, data, model.key(constants.HOME_KEYFRAME).id)
   start_height = data.qpos[2]
-  trunk = model.body(consts.ROOT_BODY).id
+  trunk = model.body(constants.ROOT_BODY).id
   for _ in range(int(2.0 / model.opt.timestep)):
     mujoco.mj_step(model, data)
     up_z = data.xmat[trunk].reshape(3, 3)[2, 2]
@@ -59,34 +59,36 @@ def test_home_keyframe_stands_for_two_seconds(model):
 
 def test_feet_touch_the_floor_at_home(model):
   data = mujoco.MjData(model)
-  mujoco.mj_resetDataKeyframe(model, data, model.key(consts.HOME_KEYFRAME).id)
+  mujoco.mj_resetDataKeyframe(model, data, model.key(constants.HOME_KEYFRAME).id)
   for _ in range(100):
     mujoco.mj_step(model, data)
   ids = robot_model.RobotIndices.from_model(model)
-  contacts = [ids.sensor(data, n)[0] for n in consts.FEET_CONTACT_SENSORS]
+  contacts = [ids.sensor(data, n)[0] for n in constants.FEET_CONTACT_SENSORS]
   assert all(c > 0 for c in contacts)
   data.qpos[2] += 0.1
   mujoco.mj_forward(model, data)
-  assert all(ids.sensor(data, n)[0] == 0 for n in consts.FEET_CONTACT_SENSORS)
+  assert all(ids.sensor(data, n)[0] == 0 for n in constants.FEET_CONTACT_SENSORS)
 
 
 def test_only_the_soles_collide_and_not_with_each_other(model):
   colliding = [model.geom(g).name for g in range(model.ngeom) if model.geom_contype[g] or model.geom_conaffinity[g]]
-  assert sorted(colliding) == sorted([consts.FLOOR_GEOM, *consts.FEET_GEOMS])
-  left, right = (model.geom(n).id for n in consts.FEET_GEOMS)
+  assert sorted(colliding) == sorted([constants.FLOOR_GEOM, *constants.FEET_GEOMS])
+  left, right = (model.geom(n).id for n in constants.FEET_GEOMS)
   assert not (model.geom_contype[left] & model.geom_conaffinity[right])
 
 
 def test_backlash_variants_add_a_limited_passive_joint_per_actuated_joint():
   plain = robot_model.load_model("flat_terrain")
   backlash = robot_model.load_model("flat_terrain_backlash")
-  assert backlash.njnt == plain.njnt + len(consts.JOINT_NAMES)
+  assert backlash.njnt == plain.njnt + len(constants.JOINT_NAMES)
   assert backlash.nu == plain.nu
-  for name in consts.JOINT_NAMES:
+  for name in constants.JOINT_NAMES:
     j = backlash.joint(f"{name}_backlash")
     actuated = backlash.joint(name)
     assert j.bodyid[0] == actuated.bodyid[0]
-    np.testing.assert_allclose(backlash.jnt_range[j.id], [-consts.BACKLASH_HALF_RANGE, consts.BACKLASH_HALF_RANGE])
+    np.testing.assert_allclose(
+      backlash.jnt_range[j.id], [-constants.BACKLASH_HALF_RANGE, constants.BACKLASH_HALF_RANGE]
+    )
     assert backlash.key_qpos[0][backlash.jnt_qposadr[j.id]] == 0.0
     assert backlash.key_qpos[0][backlash.jnt_qposadr[actuated.id]] == pytest.approx(
       plain.key_qpos[0][plain.jnt_qposadr[plain.joint(name).id]]

@@ -5,17 +5,16 @@ import jax.numpy as jp
 import numpy as np
 import pytest
 
-from playground.common.observation_layout import ObservationLayout
-from playground.open_duck_mini_v2 import actuation
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import observations as obs_lib
-from playground.open_duck_mini_v2 import robot_model
-from playground.open_duck_mini_v2 import sensing
-from playground.open_duck_mini_v2 import shared_config
+from playground.common.tasks.observation_layout import ObservationLayout
+from playground.open_duck_mini_v2.model import actuation
+from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import observations
+from playground.open_duck_mini_v2.model import robot_model
+from playground.open_duck_mini_v2.tasks import base
 
 
 def test_state_layout_is_the_documented_101_floats():
-  assert obs_lib.STATE_LAYOUT.names == (
+  assert observations.STATE_LAYOUT.names == (
     "gyro",
     "accelerometer",
     "command",
@@ -26,11 +25,11 @@ def test_state_layout_is_the_documented_101_floats():
     "feet_contacts",
     "phase",
   )
-  assert [s for _, s in obs_lib.STATE_LAYOUT.fields] == [3, 3, 7, 14, 14, 42, 14, 2, 2]
-  assert obs_lib.STATE_LAYOUT.size == 101
-  assert obs_lib.STATE_LAYOUT.slices["last_actions"] == slice(41, 83)
-  assert obs_lib.PRIVILEGED_LAYOUT.names[:9] == obs_lib.STATE_LAYOUT.names
-  assert obs_lib.PRIVILEGED_LAYOUT.size == 167
+  assert [s for _, s in observations.STATE_LAYOUT.fields] == [3, 3, 7, 14, 14, 42, 14, 2, 2]
+  assert observations.STATE_LAYOUT.size == 101
+  assert observations.STATE_LAYOUT.slices["last_actions"] == slice(41, 83)
+  assert observations.PRIVILEGED_LAYOUT.names[:9] == observations.STATE_LAYOUT.names
+  assert observations.PRIVILEGED_LAYOUT.size == 167
 
 
 def test_layout_concat_checks_names_and_sizes():
@@ -64,15 +63,15 @@ def test_motor_targets_scale_add_head_command_and_respect_the_speed_limit(ids):
 
 
 def test_noise_is_bounded_per_joint_group_and_off_at_level_zero():
-  zeros = obs_lib.Readings(
+  zeros = observations.Readings(
     **{
       f: jp.zeros(3)
       if f in ("gyro", "accelerometer", "gravity", "local_linvel", "global_linvel", "global_angvel", "base_pos")
       else jp.zeros(14)
-      for f in obs_lib.Readings.__dataclass_fields__
+      for f in observations.Readings.__dataclass_fields__
     }
   )
-  scales = sensing.noise_scales(
+  scales = observations.noise_scales(
     dict(
       gyro=0.1,
       accelerometer=0.05,
@@ -85,58 +84,58 @@ def test_noise_is_bounded_per_joint_group_and_off_at_level_zero():
   )
   bound = np.array(
     [
-      0.2 if n in consts.HEAD_JOINT_NAMES else 0.03 if "hip" in n else 0.05 if "knee" in n else 0.08
-      for n in consts.ACTUATOR_NAMES
+      0.2 if n in constants.HEAD_JOINT_NAMES else 0.03 if "hip" in n else 0.05 if "knee" in n else 0.08
+      for n in constants.ACTUATOR_NAMES
     ]
   )
   pos = []
   for seed in range(200):
-    pos.append(np.array(obs_lib.add_noise(zeros, jax.random.PRNGKey(seed), scales, 1.0).joint_pos))
+    pos.append(np.array(observations.add_noise(zeros, jax.random.PRNGKey(seed), scales, 1.0).joint_pos))
   pos = np.abs(np.array(pos))
   # Each joint group stays within its own level and uses most of it.
   assert np.all(pos <= bound + 1e-7)
   assert np.all(pos.max(axis=0) > 0.9 * bound)
-  noisy = obs_lib.add_noise(zeros, jax.random.PRNGKey(0), scales, 1.0)
+  noisy = observations.add_noise(zeros, jax.random.PRNGKey(0), scales, 1.0)
   assert np.all(np.abs(np.array(noisy.gyro)) <= 0.1)
   assert np.abs(np.array(noisy.joint_vel)).max() <= 2.5
-  assert obs_lib.add_noise(zeros, jax.random.PRNGKey(0), scales, 0.0) is zeros
+  assert observations.add_noise(zeros, jax.random.PRNGKey(0), scales, 0.0) is zeros
 
 
 def test_imu_buffer_delays_samples():
   buffer = jp.zeros((4, 6))
   for k in range(3):
-    buffer = obs_lib.imu_push(buffer, jp.full(3, float(k)), jp.full(3, 10.0 + k))
+    buffer = observations.imu_push(buffer, jp.full(3, float(k)), jp.full(3, 10.0 + k))
   assert float(buffer[0, 0]) == 2.0 and float(buffer[2, 0]) == 0.0 and float(buffer[1, 3]) == 11.0
 
 
 def test_a_history_appends_34_floats_per_frame_and_is_recognized_from_metadata():
-  for frames in (0, 1, 3, obs_lib.MAX_HISTORY):
-    layout = obs_lib.state_layout(frames)
+  for frames in (0, 1, 3, observations.MAX_HISTORY):
+    layout = observations.state_layout(frames)
     assert layout.size == 101 + 34 * frames
-    assert layout.fields[:9] == obs_lib.STATE_LAYOUT.fields  # the runtime's 101 floats come first, unchanged
-    assert obs_lib.history_of(layout.to_json()) == frames
-    assert obs_lib.privileged_layout(frames).size == 167 + 34 * frames
-  assert obs_lib.state_layout(0) == obs_lib.STATE_LAYOUT and "history" not in obs_lib.STATE_LAYOUT.names
-  assert obs_lib.history_of([{"name": "gyro", "start": 0, "size": 3}]) is None
-  assert obs_lib.history_of(None) is None
+    assert layout.fields[:9] == observations.STATE_LAYOUT.fields  # the runtime's 101 floats come first, unchanged
+    assert observations.history_of(layout.to_json()) == frames
+    assert observations.privileged_layout(frames).size == 167 + 34 * frames
+  assert observations.state_layout(0) == observations.STATE_LAYOUT and "history" not in observations.STATE_LAYOUT.names
+  assert observations.history_of([{"name": "gyro", "start": 0, "size": 3}]) is None
+  assert observations.history_of(None) is None
   with pytest.raises(ValueError, match="0..10"):
-    obs_lib.state_layout(obs_lib.MAX_HISTORY + 1)
+    observations.state_layout(observations.MAX_HISTORY + 1)
 
 
 def test_the_history_holds_the_previous_frames_newest_first():
   import mujoco
 
-  from playground.open_duck_mini_v2.envs import env_class
+  from playground.open_duck_mini_v2.tasks.registry import env_class
 
-  config = shared_config.keeping_disturbances(env_class("joystick").default_config())
+  config = base.keeping_disturbances(env_class("joystick").default_config())
   config.observation_history = 2
   env = env_class("joystick")(config=config)
   data = mujoco.MjData(env.mj_model)
   mujoco.mj_resetDataKeyframe(env.mj_model, data, env.mj_model.key("home").id)
   mujoco.mj_forward(env.mj_model, data)
-  home = sensing.read(env.ids, env.mj_model, sensing.DataView.from_mjdata(data))
+  home = observations.read(env.ids, env.mj_model, observations.DataView.from_mjdata(data))
   info = env.initial_info(jax.random.PRNGKey(0), home)
-  layout, frame = env.state_layout, obs_lib.HISTORY_FRAME_LAYOUT
+  layout, frame = env.state_layout, observations.HISTORY_FRAME_LAYOUT
   assert layout.size == 101 + 2 * 34
   frames = []
   for k in range(4):
@@ -159,12 +158,12 @@ def test_the_history_holds_the_previous_frames_newest_first():
   )
 
 
-@pytest.mark.parametrize("frames", [-1, obs_lib.MAX_HISTORY + 1])
+@pytest.mark.parametrize("frames", [-1, observations.MAX_HISTORY + 1])
 def test_an_invalid_observation_history_is_refused(frames):
-  from playground.common import config as config_lib
-  from playground.open_duck_mini_v2.envs import env_class
+  from playground.common import configs
+  from playground.open_duck_mini_v2.tasks.registry import env_class
 
   config = env_class("joystick").default_config()
   config.observation_history = frames
-  with pytest.raises(config_lib.ConfigError, match="observation_history must be a whole number of frames in 0..10"):
+  with pytest.raises(configs.ConfigError, match="observation_history must be a whole number of frames in 0..10"):
     env_class("joystick")(config=config)

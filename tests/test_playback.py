@@ -12,13 +12,12 @@ from helpers import write_policy
 from mujoco import mjx
 
 from playground.open_duck_mini_v2 import playback as playback_cli
-from playground.open_duck_mini_v2 import player
-from playground.open_duck_mini_v2 import policy_io
-from playground.open_duck_mini_v2 import scorecard
-from playground.open_duck_mini_v2 import scoring
-from playground.open_duck_mini_v2 import sensing
-from playground.open_duck_mini_v2.envs import env_class
-from playground.open_duck_mini_v2.observations import STATE_LAYOUT
+from playground.open_duck_mini_v2.evaluation import player
+from playground.open_duck_mini_v2.evaluation import policy_io
+from playground.open_duck_mini_v2.evaluation import scorecard
+from playground.open_duck_mini_v2.model import observations
+from playground.open_duck_mini_v2.model.observations import STATE_LAYOUT
+from playground.open_duck_mini_v2.tasks.registry import env_class
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +48,7 @@ def test_playback_is_the_scorecards_episode_with_the_policy_s_own_action_scale(t
     episode = playback.play(command, lambda view, ctrl=ctrl: ctrl.append(view.ctrl[0].copy()))
     # The first target is within the servo's speed limit of home: exactly home + 0.4 tanh(0.2).
     np.testing.assert_allclose(ctrl[0], home + 0.4 * np.tanh(0.2), atol=1e-6)
-    card = scoring.score(policy, seeds=1, clean=True, commands=(command,), source=source)
+    card = scorecard.score(policy, seeds=1, clean=True, commands=(command,), source=source)
     assert card["episodes"][0]["survival_s"] == episode["survival_s"]
     assert card["commands"]["stand"]["distance_m"] == round(episode["distance_m"], 4)  # the card rounds
     assert card["commands"]["stand"]["power_w"] == round(episode["power_w"], 4) > 0.0
@@ -59,7 +58,7 @@ def test_a_non_finite_action_ends_the_episode_as_a_named_failure(tmp_path):
   policy = write_policy(tmp_path / "nan.onnx", bias=np.full(14, np.nan, np.float32))
   command = player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 1.0)
   for source in player.SOURCES:
-    card = scoring.score(policy, seeds=2, commands=(command,), source=source)
+    card = scorecard.score(policy, seeds=2, commands=(command,), source=source)
     assert card["commands"]["stand"]["falls"] == 2
     assert card["commands"]["stand"]["fall_causes"] == {"non-finite action": 2}
     assert card["headline"]["non_finite_action_episodes"] == 2
@@ -79,11 +78,11 @@ def test_c_and_mjx_states_give_the_same_observation():
     data.ctrl[:] = env.ids.home_ctrl + rng.uniform(-0.1, 0.1, 14)
     mujoco.mj_step(model, data, nstep=env.n_substeps)
   key = jax.random.PRNGKey(7)
-  readings_c = sensing.read(env.ids, model, sensing.DataView.from_mjdata(data))
+  readings_c = observations.read(env.ids, model, observations.DataView.from_mjdata(data))
   info = env.initial_info(key, readings_c)
   # 1) Same C state through MJX's data structure: identical observation.
   obs_c, _ = env.observe(readings_c, info, key)
-  obs_mjx, _ = env.observe(sensing.read(env.ids, model, mjx.put_data(model, data)), info, key)
+  obs_mjx, _ = env.observe(observations.read(env.ids, model, mjx.put_data(model, data)), info, key)
   for name in ("state", "privileged_state"):
     np.testing.assert_allclose(np.asarray(obs_c[name]), np.asarray(obs_mjx[name]), atol=1e-6, rtol=1e-6)
   # 2) The same qpos/qvel simulated by MJX (mjx.forward) gives the same
@@ -93,7 +92,7 @@ def test_c_and_mjx_states_give_the_same_observation():
     qpos=data.qpos, qvel=data.qvel, ctrl=data.ctrl, qacc_warmstart=data.qacc_warmstart
   )
   mdata = jax.jit(mjx.forward)(mjx.put_model(model), mdata)
-  obs_fwd, _ = env.observe(sensing.read(env.ids, model, mdata), info, key)
+  obs_fwd, _ = env.observe(observations.read(env.ids, model, mdata), info, key)
   split_c = STATE_LAYOUT.split(np.asarray(obs_c["state"]))
   split_f = STATE_LAYOUT.split(np.asarray(obs_fwd["state"]))
   for name in ("gyro", "command", "joint_pos", "joint_vel", "last_actions", "motor_targets", "feet_contacts", "phase"):
@@ -149,7 +148,9 @@ def test_a_policy_with_an_observation_history_plays_back_with_its_own_layout(tmp
   assert np.load(record)["obs"].shape == (10, 101 + 2 * 34)
   # The runtime observes 101 floats: a history policy is not played its way.
   with pytest.raises(policy_io.ScoreError, match="observes a history"):
-    scoring.score(policy, seeds=1, commands=(player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 0.2),), source="runtime")
+    scorecard.score(
+      policy, seeds=1, commands=(player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 0.2),), source="runtime"
+    )
   foreign = write_policy(tmp_path / "foreign.onnx", {"observation_layout": [{"name": "gyro", "start": 0, "size": 3}]})
   with pytest.raises(ValueError, match=r"not the Open Duck Mini V2's \(101 inputs, plus 34 per history frame\)"):
     policy_io.observation_history(foreign)

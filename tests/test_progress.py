@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from playground.common import progress
+from playground.common.train import progress
 
 
 def test_eta_is_training_time_plus_remaining_evaluations_and_checkpoints():

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from mujoco import mjx
 
-from playground.common import randomize
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import robot_model
+from playground.common.tasks import randomize
+from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import robot_model
 
 N = 16
 
@@ -17,14 +17,14 @@ def randomized():
   mj_model = robot_model.load_model("flat_terrain")
   model = mjx.put_model(mj_model)
   config = randomize.default_config()
-  targets = randomize.RandomizationTargets(consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES)
+  targets = randomize.RandomizationTargets(constants.FLOOR_GEOM, constants.ROOT_BODY, constants.ACTUATOR_NAMES)
   fn = randomize.make_randomization_fn(mj_model, targets, config)
   batched, in_axes = jax.jit(fn)(model, jax.random.split(jax.random.PRNGKey(0), N))
   return mj_model, config, jax.device_get(batched), in_axes
 
 
 def _ids(mj_model):
-  joints = [mj_model.joint(n).id for n in consts.JOINT_NAMES]
+  joints = [mj_model.joint(n).id for n in constants.JOINT_NAMES]
   return mj_model.jnt_dofadr[joints], mj_model.jnt_qposadr[joints]
 
 
@@ -39,8 +39,8 @@ def test_batched_fields_are_declared_in_in_axes(randomized):
 def test_values_differ_across_envs_within_ranges(randomized):
   mj_model, c, m, _ = randomized
   dofs, qpos = _ids(mj_model)
-  floor = mj_model.geom(consts.FLOOR_GEOM).id
-  trunk = mj_model.body(consts.ROOT_BODY).id
+  floor = mj_model.geom(constants.FLOOR_GEOM).id
+  trunk = mj_model.body(constants.ROOT_BODY).id
 
   friction = m.geom_friction[:, floor, 0]
   assert np.all((friction >= c.floor_friction[0]) & (friction <= c.floor_friction[1]))
@@ -76,7 +76,7 @@ def test_values_differ_across_envs_within_ranges(randomized):
 
 def test_missing_names_are_clear_errors():
   mj_model = robot_model.load_model("flat_terrain")
-  targets = randomize.RandomizationTargets("ground", consts.ROOT_BODY, consts.ACTUATOR_NAMES)
+  targets = randomize.RandomizationTargets("ground", constants.ROOT_BODY, constants.ACTUATOR_NAMES)
   with pytest.raises(ValueError, match="'ground'"):
     randomize.make_randomization_fn(mj_model, targets, randomize.default_config())
 
@@ -85,36 +85,36 @@ def test_the_scorecard_can_play_the_models_a_run_trained_on(tmp_path):
   import jax.numpy as jp
   from helpers import write_policy
 
-  from playground.common import training_env
-  from playground.open_duck_mini_v2 import player
-  from playground.open_duck_mini_v2 import scoring
-  from playground.open_duck_mini_v2.envs import env_class
+  from playground.common.train import vec_env
+  from playground.open_duck_mini_v2.evaluation import player
+  from playground.open_duck_mini_v2.evaluation import scorecard
+  from playground.open_duck_mini_v2.tasks.registry import env_class
 
   config = env_class("joystick").default_config()
   env = env_class("joystick")(config=config)
   targets = randomize.RandomizationTargets(
-    consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES, consts.HEAD_JOINT_NAMES
+    constants.FLOOR_GEOM, constants.ROOT_BODY, constants.ACTUATOR_NAMES, constants.HEAD_JOINT_NAMES
   )
   fn = randomize.make_randomization_fn(env.mj_model, targets, config.domain_randomization)
-  venv = training_env.VecEnv(env, 100, fn, randomization_seed=3)
+  venv = vec_env.VecEnv(env, 100, fn, randomization_seed=3)
   trained, _ = venv.models(jp.array([4, 9]))  # what envs 4 and 9 of a run seeded 3 simulate
-  replayed = player.randomized_models(env.mj_model, config, training_env.randomization_keys(3, [4, 9]))
+  replayed = player.randomized_models(env.mj_model, config, vec_env.randomization_keys(3, [4, 9]))
   fresh = player.randomized_models(env.mj_model, config, jax.random.split(jax.random.PRNGKey(3), 2))
   for k in range(2):
     for name in ("body_ipos", "body_mass", "qpos0", "actuator_gainprm", "geom_friction"):
       np.testing.assert_allclose(getattr(replayed[k], name), np.asarray(getattr(trained, name)[k]), atol=1e-6)
     assert not np.allclose(fresh[k].body_ipos, replayed[k].body_ipos)
   policy = write_policy(tmp_path / "zero.onnx")
-  with pytest.raises(scoring.ScoreError, match=r"2 model keys for 15 episodes \(15 commands x 1 seeds\)"):
-    scoring.score(policy, seeds=1, model_keys=training_env.randomization_keys(3, [4, 9]))
+  with pytest.raises(scorecard.ScoreError, match=r"2 model keys for 15 episodes \(15 commands x 1 seeds\)"):
+    scorecard.score(policy, seeds=1, model_keys=vec_env.randomization_keys(3, [4, 9]))
 
 
 def test_the_trunk_offset_margin_widens_the_training_range_by_the_same_draw():
   # Same keys: the margin scales each draw by (com_offset + margin) / com_offset.
   mj_model = robot_model.load_model("flat_terrain")
   model = mjx.put_model(mj_model)
-  targets = randomize.RandomizationTargets(consts.FLOOR_GEOM, consts.ROOT_BODY, consts.ACTUATOR_NAMES)
-  trunk = mj_model.body(consts.ROOT_BODY).id
+  targets = randomize.RandomizationTargets(constants.FLOOR_GEOM, constants.ROOT_BODY, constants.ACTUATOR_NAMES)
+  trunk = mj_model.body(constants.ROOT_BODY).id
   keys = jax.random.split(jax.random.PRNGKey(3), 64)
   com = {}
   for margin in (0.0, 0.005):

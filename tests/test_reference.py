@@ -12,28 +12,28 @@ import pytest
 from helpers import run_cli
 from ml_collections.config_dict import ConfigDict
 
-from playground.common import checkpointing
-from playground.common import onnx_graph
-from playground.common import reference as ref_lib
-from playground.common.config import ConfigError
-from playground.common.tensorboard_reader import read_scalars
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import gait_generator as rm
-from playground.open_duck_mini_v2 import gait_tables
-from playground.open_duck_mini_v2 import joystick
+from playground.common.configs import ConfigError
+from playground.common.export import onnx_graph
+from playground.common.runs import checkpoints
+from playground.common.runs.tensorboard import read_scalars
+from playground.common.tasks import reference_motion
+from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+from playground.open_duck_mini_v2.tasks import gait_generator
+from playground.open_duck_mini_v2.tasks import gait_tables
+from playground.open_duck_mini_v2.tasks import joystick
 
 SL = gait_tables.FRAME_LAYOUT.slices
 
 
 @pytest.fixture(scope="module")
 def table():
-  return rm.load_default()
+  return gait_generator.load_default()
 
 
 @pytest.fixture(scope="module")
 def ik():
-  return rm.make_ik()
+  return gait_generator.make_ik()
 
 
 def _cycle(table, vx, vy, wz):
@@ -45,7 +45,7 @@ def _cycle(table, vx, vy, wz):
 
 def test_the_built_in_table_is_up_to_date_with_the_model(table, ik):
   for command in ((0.1, 0.0, 0.0), (-0.05, 0.1, 0.5)):
-    fresh = rm.generate_cycle(ik, command, rm.default_config())
+    fresh = gait_generator.generate_cycle(ik, command, gait_generator.default_config())
     np.testing.assert_allclose(_cycle(table, *command), fresh, atol=2e-4)
 
 
@@ -79,19 +79,19 @@ def test_commanded_speed_matches_the_generated_motion(table, ik, vx):
   dt = table.period / table.num_phases
   speeds = []
   for foot, side in enumerate(("left", "right")):
-    legs = [consts.ACTUATOR_NAMES.index(n) for n in rm.LEGS[side]]
+    legs = [constants.ACTUATOR_NAMES.index(n) for n in gait_generator.LEGS[side]]
     x = np.array([ik.foot_position(side, f[SL["joint_pos"]][legs])[0] for f in frames])
     stance = frames[:, SL["foot_contacts"]][:, foot] > 0.5
     steps = np.where(stance & np.roll(stance, -1))[0]
     speeds.append(np.mean((x[(steps + 1) % len(x)] - x[steps]) / dt))
-  assert np.mean(speeds) == pytest.approx(-vx * rm.default_config().stride_gain, rel=0.10)
+  assert np.mean(speeds) == pytest.approx(-vx * gait_generator.default_config().stride_gain, rel=0.10)
 
 
 def test_joint_targets_stay_inside_the_joint_ranges(table):
-  model = rm.make_ik().model
+  model = gait_generator.make_ik().model
   q = table.frames[..., SL["joint_pos"]]
-  lower = np.array([model.joint(n).range[0] for n in consts.ACTUATOR_NAMES])
-  upper = np.array([model.joint(n).range[1] for n in consts.ACTUATOR_NAMES])
+  lower = np.array([model.joint(n).range[0] for n in constants.ACTUATOR_NAMES])
+  upper = np.array([model.joint(n).range[1] for n in constants.ACTUATOR_NAMES])
   assert np.all(q >= lower - 1e-6) and np.all(q <= upper + 1e-6)
 
 
@@ -99,20 +99,20 @@ def test_knees_bend_the_home_pose_way_at_every_command(table):
   # At the corners of the grid (fast, sideways and turning at once) the foot
   # target is out of reach; an unconstrained IK let one knee pass straight and
   # bend backwards (-1.57 rad against the home pose's +1.38) and not its mirror.
-  model = rm.make_ik().model
-  home = np.array(model.key(consts.HOME_KEYFRAME).qpos)
+  model = gait_generator.make_ik().model
+  home = np.array(model.key(constants.HOME_KEYFRAME).qpos)
   q = table.frames[..., SL["joint_pos"]]
   for name in ("left_knee", "right_knee"):
-    knee = q[..., consts.ACTUATOR_NAMES.index(name)]
+    knee = q[..., constants.ACTUATOR_NAMES.index(name)]
     assert np.all(knee * np.sign(home[model.joint(name).qposadr[0]]) >= -1e-6), (name, knee.min(), knee.max())
 
 
 def test_swing_feet_lift_off_the_ground(table, ik):
   frames = _cycle(table, 0.1, 0.0, 0.0)
-  legs = [consts.ACTUATOR_NAMES.index(n) for n in rm.LEGS["left"]]
+  legs = [constants.ACTUATOR_NAMES.index(n) for n in gait_generator.LEGS["left"]]
   z = np.array([ik.foot_position("left", f[SL["joint_pos"]][legs])[2] for f in frames])
   swing = frames[:, SL["foot_contacts"]][:, 0] < 0.5
-  assert z[swing].max() - z[~swing].mean() == pytest.approx(rm.default_config().swing_height, abs=0.004)
+  assert z[swing].max() - z[~swing].mean() == pytest.approx(gait_generator.default_config().swing_height, abs=0.004)
 
 
 def test_lookup_interpolates_continuously_in_command_and_phase(table):
@@ -133,14 +133,14 @@ def test_table_round_trips_through_npz_without_pickle(table, tmp_path):
   path = table.save(tmp_path / "t.npz")
   with np.load(path, allow_pickle=False) as data:
     assert data["frames"].dtype == np.float32
-  again = ref_lib.ReferenceTable.load(path)
+  again = reference_motion.ReferenceTable.load(path)
   np.testing.assert_array_equal(again.frames, table.frames)
   assert again.period == pytest.approx(0.54)
 
 
 def test_plot_command_writes_a_png(tmp_path):
   out = tmp_path / "gait.png"
-  result = run_cli("plot", "--vx", "0.1", "--output", out, script=rm.__file__, timeout=300)
+  result = run_cli("plot", "--vx", "0.1", "--output", out, script=gait_generator.__file__, timeout=300)
   assert result.returncode == 0, result.stderr[-2000:]
   assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -212,7 +212,7 @@ def test_community_file_converts_with_explicit_opt_in(tmp_path):
   np.testing.assert_array_equal(table.frames[..., SL["foot_contacts"]][..., 0], 1.0)
   cached = gait_tables.prepare(path, True, tmp_path / "cache")
   assert cached.suffix == ".npz" and gait_tables.prepare(path, True, tmp_path / "cache") == cached
-  np.testing.assert_array_equal(ref_lib.ReferenceTable.load(cached).frames, table.frames)
+  np.testing.assert_array_equal(reference_motion.ReferenceTable.load(cached).frames, table.frames)
 
 
 def test_community_grid_written_in_rounded_entry_names_is_accepted():
@@ -262,7 +262,7 @@ def test_training_with_a_converted_community_file_logs_imitation_components(tmp_
     assert f"episode/reward/imitation_{component}" in scalars
   # The exported policy adds the community gait: its output minus the
   # network's (the graph's "residual") is the run's feed-forward.
-  policy = checkpointing.resolve(tmp_path / "imitation") / "policy.onnx"
+  policy = checkpoints.resolve(tmp_path / "imitation") / "policy.onnx"
   meta = onnx_graph.read_metadata(policy)
   assert meta["feedforward"].startswith("the output includes the reference gait")
   model = onnx.load(str(policy))
@@ -335,20 +335,22 @@ def test_step_in_place_adds_the_gait_and_pays_imitation_at_a_zero_command():
 
 
 def test_stride_gain_lengthens_the_steps_not_the_commanded_velocity(ik):
-  config = rm.default_config()
+  config = gait_generator.default_config()
   config.stride_gain = 1.0
-  longer = rm.default_config()
+  longer = gait_generator.default_config()
   longer.stride_gain = 1.5
-  base = rm.generate_cycle(ik, (0.1, 0.0, 0.0), config)
-  long = rm.generate_cycle(ik, (0.1, 0.0, 0.0), longer)
-  legs = [consts.ACTUATOR_NAMES.index(n) for n in consts.LEG_JOINT_NAMES]
+  base = gait_generator.generate_cycle(ik, (0.1, 0.0, 0.0), config)
+  long = gait_generator.generate_cycle(ik, (0.1, 0.0, 0.0), longer)
+  legs = [constants.ACTUATOR_NAMES.index(n) for n in constants.LEG_JOINT_NAMES]
   swing = lambda frames: np.ptp(frames[:, SL["joint_pos"]][:, legs], axis=0).sum()  # noqa: E731
-  standing_swing = swing(rm.generate_cycle(ik, (0.0, 0.0, 0.0), config))
+  standing_swing = swing(gait_generator.generate_cycle(ik, (0.0, 0.0, 0.0), config))
   ratio = (swing(long) - standing_swing) / (swing(base) - standing_swing)
   assert 1.3 < ratio < 2.0, ratio  # the stride part of the joint motion grows (1.66x measured)
   np.testing.assert_array_equal(long[:, SL["base_linvel"]], base[:, SL["base_linvel"]])
   np.testing.assert_allclose(  # nothing changes at a zero command
-    rm.generate_cycle(ik, (0.0, 0.0, 0.0), longer), rm.generate_cycle(ik, (0.0, 0.0, 0.0), config), atol=1e-9
+    gait_generator.generate_cycle(ik, (0.0, 0.0, 0.0), longer),
+    gait_generator.generate_cycle(ik, (0.0, 0.0, 0.0), config),
+    atol=1e-9,
   )
 
 
@@ -357,32 +359,35 @@ def test_a_free_foot_roll_steps_as_far_sideways_as_planned(ik):
   # the foot lands where planned (1.5 x 0.1 m/s x 0.27 s stance = 4 cm; at
   # stride_gain 1.75 the leg's joint ranges stop it at 3.6 of 4.7 cm).
   def left_foot_y(weight):
-    config = rm.default_config()
+    config = gait_generator.default_config()
     config.foot_roll_weight = weight
     config.sideways_sway = 0.0  # the foot alone, the base does not sway
     config.stride_gain = 1.5
-    frames = rm.generate_cycle(ik, (0.0, 0.1, 0.0), config)
-    left = [consts.ACTUATOR_NAMES.index(n) for n in rm.LEGS["left"]]
+    frames = gait_generator.generate_cycle(ik, (0.0, 0.1, 0.0), config)
+    left = [constants.ACTUATOR_NAMES.index(n) for n in gait_generator.LEGS["left"]]
     return np.array([ik.foot_position("left", q)[1] for q in frames[:, SL["joint_pos"]][:, left]])
 
   planned = 1.5 * 0.1 * 0.27
   assert np.ptp(left_foot_y(0.0)) == pytest.approx(planned, rel=0.02)
   assert np.ptp(left_foot_y(0.3)) < 0.4 * planned  # a weight of 0.3 keeps the sole level instead (1 cm measured)
-  assert rm.default_config().foot_roll_weight == 0.0  # the built-in gait's feet land where planned
+  assert gait_generator.default_config().foot_roll_weight == 0.0  # the built-in gait's feet land where planned
 
 
 def test_sideways_sway_grows_with_the_sideways_command_only(ik):
-  config = rm.default_config()
+  config = gait_generator.default_config()
   config.foot_roll_weight = 0.0
   config.sideways_sway = 0.0
   swaying = config.copy_and_resolve_references()
-  swaying.sideways_sway = -0.1  # the built-in gait's (rm.default_config())
+  swaying.sideways_sway = -0.1  # the built-in gait's (gait_generator.default_config())
   for command in ((0.1, 0.0, 0.0), (0.0, 0.0, 0.5)):  # forward and turning gaits keep theirs
     np.testing.assert_allclose(
-      rm.generate_cycle(ik, command, swaying), rm.generate_cycle(ik, command, config), rtol=0, atol=1e-9
+      gait_generator.generate_cycle(ik, command, swaying),
+      gait_generator.generate_cycle(ik, command, config),
+      rtol=0,
+      atol=1e-9,
     )
   # At vy = 0.1 m/s the base sways 1 cm (the base velocity carries it), away from the stance foot.
-  frames = rm.generate_cycle(ik, (0.0, 0.1, 0.0), swaying)
+  frames = gait_generator.generate_cycle(ik, (0.0, 0.1, 0.0), swaying)
   vy = frames[:, SL["base_linvel"]][:, 1]
   assert np.ptp(vy) == pytest.approx(2 * 0.01 * 2 * np.pi / 0.54, rel=0.01)  # 27 samples of a cosine
   left_contact = frames[:, SL["foot_contacts"]][:, 0] > 0.5

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from brax.training.agents.ppo import losses as ppo_losses
 
-from playground.common import rewards
+from playground.common.tasks import rewards
 
 
 def test_tracking_lin_vel():
@@ -19,7 +19,7 @@ def test_tracking_lin_vel():
 
 def test_tracking_ang_vel_and_head_tracking():
   assert float(rewards.tracking_ang_vel(jp.array(1.0), jp.array(0.8), 0.01)) == pytest.approx(math.exp(-4.0), rel=1e-5)
-  value = rewards.head_tracking(jp.array([0.1, 0.2, 0.0, 0.0]), jp.array([0.0, 0.0, 0.0, 0.1]), 0.1)
+  value = rewards.joint_tracking(jp.array([0.1, 0.2, 0.0, 0.0]), jp.array([0.0, 0.0, 0.0, 0.1]), 0.1)
   assert float(value) == pytest.approx(math.exp(-(0.01 + 0.04 + 0.01) / 0.1), rel=1e-6)
 
 
@@ -116,8 +116,8 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
   for that long (a recovery step off the clock costs nothing), and pay again afterwards."""
   import jax
 
-  from playground.open_duck_mini_v2 import joystick
-  from playground.open_duck_mini_v2 import observations
+  from playground.open_duck_mini_v2.model import observations
+  from playground.open_duck_mini_v2.tasks import joystick
 
   config = joystick.default_config()
   config.push_config.interval_range = (0.1, 0.1)  # a kick every 5 control steps

@@ -17,14 +17,14 @@ from helpers import run_cli
 from helpers import write_policy
 
 from playground.open_duck_mini_v2 import check_log
-from playground.open_duck_mini_v2 import constants
-from playground.open_duck_mini_v2 import diagnosis
-from playground.open_duck_mini_v2 import policy_io
-from playground.open_duck_mini_v2 import robot_log
-from playground.open_duck_mini_v2 import runtime
-from playground.open_duck_mini_v2 import scoring
-from playground.open_duck_mini_v2.player import Command
-from playground.open_duck_mini_v2.policy_io import ScoreError
+from playground.open_duck_mini_v2.evaluation import diagnosis
+from playground.open_duck_mini_v2.evaluation import policy_io
+from playground.open_duck_mini_v2.evaluation import robot_log
+from playground.open_duck_mini_v2.evaluation import runtime
+from playground.open_duck_mini_v2.evaluation import scorecard
+from playground.open_duck_mini_v2.evaluation.player import Command
+from playground.open_duck_mini_v2.evaluation.policy_io import ScoreError
+from playground.open_duck_mini_v2.model import constants
 
 WALKER = Path(__file__).parent / "fixtures" / "walker" / "policy.onnx"
 CHECK_LOG = REPO_ROOT / "playground" / "open_duck_mini_v2" / "check_log.py"
@@ -220,12 +220,12 @@ def test_bad_logs_are_answered_in_one_line(tmp_path, capsys):
 def test_the_runtime_scorecard_writes_logs_the_check_reads(walker, tmp_path):
   path, env_config, ref = walker
   stand = Command("stand", ((0.0, 0.0, 0.0, 0.0),), duration=1.5)
-  card = scoring.score(path, env_config, seeds=2, commands=[stand], source="runtime", save_obs=tmp_path)
+  card = scorecard.score(path, env_config, seeds=2, commands=[stand], source="runtime", save_obs=tmp_path)
   assert card["saved_obs"] == str(tmp_path)
   log = robot_log.load(tmp_path / "stand.pkl")
   assert log.shape == (75, 101)
   assert robot_log.exit_status(diagnosis.check(log, ref)) == 0
   with pytest.raises(ScoreError, match="--runtime"):
-    scoring.score(path, env_config, seeds=1, commands=[stand], save_obs=tmp_path)
+    scorecard.score(path, env_config, seeds=1, commands=[stand], save_obs=tmp_path)
   result = run_cli(path, "--save_obs", tmp_path, script=SCORE, timeout=300)
   assert result.returncode == 2 and "add --runtime" in result.stderr and "Traceback" not in result.stderr

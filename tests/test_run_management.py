@@ -28,13 +28,13 @@ from helpers import assert_trees_equal
 from helpers import run_cli
 from helpers import subprocess_env
 
-from playground.common import checkpointing
-from playground.common import ppo
-from playground.common import ppo_config
-from playground.common import run_dirs
-from playground.common import trainer
+from playground.common import hyperparameters
 from playground.common.runner import RunArgs
-from playground.common.tensorboard_reader import read_scalars
+from playground.common.runs import checkpoints
+from playground.common.runs import directories
+from playground.common.runs.tensorboard import read_scalars
+from playground.common.train import ppo
+from playground.common.train import trainer
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
 SMOKE = ("--preset", "smoke")
@@ -55,7 +55,7 @@ def assert_leaves_equal(a, b):
 
 
 def steps_of(run_dir: Path) -> list[int]:
-  return [int(p.name) for p in checkpointing.list_checkpoints(run_dir)]
+  return [int(p.name) for p in checkpoints.list_checkpoints(run_dir)]
 
 
 @pytest.mark.slow
@@ -116,7 +116,7 @@ def test_run_directory_semantics(tmp_path, smoke_run):
   result = run_cli(*SMOKE, "--output_dir", tmp_path, "--exp_name", "smoke", "--overwrite", "--eval_every", 0)
   assert result.returncode == 0, result.stderr[-3000:]
   assert not marker.exists() and steps_of(run_dir) == [2560]
-  assert (run_dir / run_dirs.MARKER).is_file()
+  assert (run_dir / directories.MARKER).is_file()
 
 
 @pytest.mark.slow
@@ -215,11 +215,11 @@ def test_fine_tuning_under_another_reward_set_takes_the_weights(smoke_run, tmp_p
   # A network of another size is refused with the array and both shapes named.
   wider = jax.tree_util.tree_map(lambda x: np.zeros(np.shape(x)[:-1] + (2 * np.shape(x)[-1],)), source["params"])
   with pytest.raises(
-    checkpointing.CheckpointError, match=r"\['hidden_0'\]\['bias'\] has shape \(32,\), this run's is \(64,\)"
+    checkpoints.CheckpointError, match=r"\['hidden_0'\]\['bias'\] has shape \(32,\), this run's is \(64,\)"
   ):
-    checkpointing.restore_parts(step_dir, {"training_state/params": wider})
-  with pytest.raises(checkpointing.CheckpointError, match="it has no 'training_state/params/critic'"):
-    checkpointing.restore_parts(step_dir, {"training_state/params/critic": wider})
+    checkpoints.restore_parts(step_dir, {"training_state/params": wider})
+  with pytest.raises(checkpoints.CheckpointError, match="it has no 'training_state/params/critic'"):
+    checkpoints.restore_parts(step_dir, {"training_state/params/critic": wider})
 
 
 def _start(tmp_path, name, *args, script=CARTPOLE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **env_vars):
@@ -250,7 +250,7 @@ def _wait_for(predicate, timeout, proc):
 
 
 def test_learning_rate_schedule_is_linear_in_env_steps_and_checked():
-  cfg = ppo_config.default_config()
+  cfg = hyperparameters.default_config()
   cfg.update(learning_rate=3e-4, learning_rate_decay_start=1000, learning_rate_decay_end=3000, final_learning_rate=1e-4)
   lr = [float(ppo.learning_rate_at(cfg, s)) for s in (0, 1000, 2000, 3000, 10_000)]
   np.testing.assert_allclose(lr, [3e-4, 3e-4, 2e-4, 1e-4, 1e-4], rtol=1e-6)
@@ -279,7 +279,7 @@ def test_learning_rate_steps_down_where_the_schedule_says(tmp_path):
 
   assert change(policy[2048], policy[3072]) > 1e-4  # full learning rate
   assert change(policy[3072], policy[4096]) < 1e-6  # 1e-9: Adam moves each weight at most ~lr per update
-  initial = json.loads((run_dir / "config.json").read_text())["ppo_config"]["learning_rate"]
+  initial = json.loads((run_dir / "config.json").read_text())["hyperparameters"]["learning_rate"]
   logged = [v for _, v in read_scalars(run_dir)["train/learning_rate"]]  # one per iteration
   np.testing.assert_allclose(logged, [initial, initial, initial, 1e-9], rtol=1e-6)
 
@@ -303,7 +303,7 @@ def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
   assert steps_of(tmp_path / "diverged") == [] and steps_of(run_dir) == [2048]
   assert_trees_equal(load_tree(run_dir / "000000002048"), good)
   config = json.loads((tmp_path / "diverged" / "config.json").read_text())
-  assert config["ppo_config"]["learning_rate"] == 1e39
+  assert config["hyperparameters"]["learning_rate"] == 1e39
 
 
 @pytest.mark.slow
@@ -353,9 +353,9 @@ def test_sigkill_during_a_save_leaves_the_previous_checkpoint_loadable(tmp_path)
     pytest.fail("could not kill the process while it was writing a checkpoint")
   complete = steps_of(run_dir)
   assert complete, "the previous checkpoint must survive"
-  last = run_dir / checkpointing.step_dir_name(complete[-1])
+  last = run_dir / checkpoints.step_dir_name(complete[-1])
   assert load_tree(last)["training_state"]["params"]["policy"]
-  assert checkpointing.latest_checkpoint(run_dir) == last
+  assert checkpoints.latest_checkpoint(run_dir) == last
   resumed = _cartpole(
     "--output_dir", tmp_path, "--exp_name", "killed", "--resume",
     "--num_timesteps", complete[-1] + CARTPOLE_ITERATION, "--checkpoint_every", CARTPOLE_ITERATION,
@@ -388,8 +388,8 @@ def test_sigterm_saves_and_the_resumed_run_is_bit_identical_keeping_the_last_k(t
   assert steps_of(run_dir) == [end - CARTPOLE_ITERATION, end]
   plain = _cartpole("--output_dir", tmp_path, "--exp_name", "plain", "--num_timesteps", end, "--checkpoint_every", end)
   assert plain.returncode == 0, plain.stderr[-3000:]
-  a = load_tree(run_dir / checkpointing.step_dir_name(end))
-  b = load_tree(tmp_path / "plain" / checkpointing.step_dir_name(end))
+  a = load_tree(run_dir / checkpoints.step_dir_name(end))
+  b = load_tree(tmp_path / "plain" / checkpoints.step_dir_name(end))
   assert_trees_equal(a["training_state"], b["training_state"])
   assert_trees_equal(a["env_state"], b["env_state"])
 
@@ -430,7 +430,7 @@ def test_a_second_ctrl_c_exits_at_once_without_a_partial_checkpoint(tmp_path):
   assert "second signal" in stderr and "interrupted: saved checkpoint" not in stderr
   assert not any(p.name.startswith(".tmp-") for p in run_dir.iterdir())
   for step_dir in (p for p in run_dir.iterdir() if p.name.isdigit()):
-    assert run_dirs.is_complete(step_dir), step_dir
+    assert directories.is_complete(step_dir), step_dir
 
 
 @pytest.mark.slow
@@ -468,7 +468,7 @@ def test_a_late_copy_of_the_ctrl_c_after_the_save_is_still_one_ctrl_c(tmp_path):
   assert "second signal" not in stderr and "Traceback" not in stderr
   assert time.monotonic() - sent < window + 5  # it waits out the window, no longer
   steps = steps_of(run_dir)
-  assert len(steps) >= 2 and all(run_dirs.is_complete(run_dir / checkpointing.step_dir_name(s)) for s in steps)
+  assert len(steps) >= 2 and all(directories.is_complete(run_dir / checkpoints.step_dir_name(s)) for s in steps)
 
 
 @pytest.mark.slow
@@ -496,4 +496,4 @@ def test_one_ctrl_c_under_uv_run_saves_and_stops(tmp_path):
   assert proc.returncode == 0, stderr[-3000:]
   assert "interrupted: saved checkpoint" in stderr and "second signal" not in stderr
   for step_dir in (p for p in run_dir.iterdir() if p.name.isdigit()):
-    assert run_dirs.is_complete(step_dir), step_dir
+    assert directories.is_complete(step_dir), step_dir

@@ -14,26 +14,22 @@ import numpy as np
 import pytest
 from helpers import write_policy
 
-from playground.common import onnx_graph
-from playground.open_duck_mini_v2 import observations as obs_lib
-from playground.open_duck_mini_v2 import player
-from playground.open_duck_mini_v2 import policy_io
-from playground.open_duck_mini_v2 import robot_model
-from playground.open_duck_mini_v2 import runtime
-from playground.open_duck_mini_v2 import scorecard
-from playground.open_duck_mini_v2 import scoring
-from playground.open_duck_mini_v2 import sensing
-from playground.open_duck_mini_v2 import servos
-from playground.open_duck_mini_v2 import shared_config
-from playground.open_duck_mini_v2.envs import env_class
+from playground.common.export import onnx_graph
+from playground.open_duck_mini_v2.evaluation import player
+from playground.open_duck_mini_v2.evaluation import policy_io
+from playground.open_duck_mini_v2.evaluation import runtime
+from playground.open_duck_mini_v2.evaluation import scorecard
+from playground.open_duck_mini_v2.model import observations
+from playground.open_duck_mini_v2.model import robot_model
+from playground.open_duck_mini_v2.model import servos
+from playground.open_duck_mini_v2.tasks import base
+from playground.open_duck_mini_v2.tasks.registry import env_class
 
-SLOTS = obs_lib.STATE_LAYOUT.slices
+SLOTS = observations.STATE_LAYOUT.slices
 
 
 def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame():
-  config = shared_config.keeping_disturbances(
-    env_class("joystick").default_config()
-  )  # no noise, delays or randomization
+  config = base.keeping_disturbances(env_class("joystick").default_config())  # no noise, delays or randomization
   env = env_class("joystick")(task="flat_terrain", config=config)
   model, ids = env.mj_model, env.ids
   data = mujoco.MjData(model)
@@ -47,18 +43,21 @@ def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame()
   # The runtime's 2 s hold at the home pose; the env then starts from the same state.
   data.ctrl[:] = hardware.hold(ids.home_ctrl[None])[0]
   mujoco.mj_step(model, data, nstep=100 * env.n_substeps)
-  read = jax.jit(lambda view: sensing.read(ids, model, view))
+  read = jax.jit(lambda view: observations.read(ids, model, view))
   observe, apply, advance = jax.jit(env.observe), jax.jit(env.apply_action), jax.jit(env.advance)
   key = jax.random.PRNGKey(0)
-  readings = read(sensing.DataView.from_mjdata(data))
+  readings = read(observations.DataView.from_mjdata(data))
   info = dict(env.initial_info(key, readings), command=command)
   env_obs, info = observe(readings, info, key)
   rt_obs = loop.observe(commands=command[None], **hardware.sense([data]))[0]
-  env_slots, rt_slots = obs_lib.STATE_LAYOUT.split(np.asarray(env_obs["state"])), obs_lib.STATE_LAYOUT.split(rt_obs)
+  env_slots, rt_slots = (
+    observations.STATE_LAYOUT.split(np.asarray(env_obs["state"])),
+    observations.STATE_LAYOUT.split(rt_obs),
+  )
   # The first frame: the runtime's phase is (0, 0), the env's (1, 0) (phase 0); every other slot agrees.
   np.testing.assert_array_equal(rt_slots["phase"], [0.0, 0.0])
   np.testing.assert_allclose(env_slots["phase"], [1.0, 0.0], atol=1e-7)
-  for name in obs_lib.STATE_LAYOUT.names:
+  for name in observations.STATE_LAYOUT.names:
     if name != "phase":
       np.testing.assert_allclose(rt_slots[name], env_slots[name], atol=2e-5, err_msg=f"first frame, {name}")
   rng = np.random.default_rng(1)
@@ -72,14 +71,14 @@ def test_runtime_and_env_observations_match_slot_by_slot_after_the_first_frame()
     np.testing.assert_allclose(ctrl, np.asarray(info["motor_targets"]), atol=2e-6)
     data.ctrl[:] = ctrl
     mujoco.mj_step(model, data, nstep=env.n_substeps)
-    readings = read(sensing.DataView.from_mjdata(data))
+    readings = read(observations.DataView.from_mjdata(data))
     info, _ = advance(info, readings, action)
     env_obs, info = observe(readings, info, key)
     rt_obs = loop.observe(commands=command[None], **hardware.sense([data]))[0]
     # From the second frame on the two agree in every slot, the phase included:
     # the runtime's phase index after t steps is t, the env's phase t steps of
     # 2 pi f dt (no offset between them).
-    for name in obs_lib.STATE_LAYOUT.names:
+    for name in observations.STATE_LAYOUT.names:
       np.testing.assert_allclose(
         rt_obs[SLOTS[name]], np.asarray(env_obs["state"])[SLOTS[name]], atol=5e-5, err_msg=f"step {t}, {name}"
       )
@@ -199,7 +198,7 @@ WALKER = Path(__file__).parent / "fixtures" / "walker" / "policy.onnx"
 
 
 def _suite(*names, duration=None):
-  commands = [c for c in scoring.suite() if c.name in names]
+  commands = [c for c in scorecard.suite() if c.name in names]
   return tuple(dataclasses.replace(c, duration=duration) if duration else c for c in commands)
 
 
@@ -211,7 +210,7 @@ def test_a_trained_policy_played_the_runtime_way_survives_its_first_second():
   )
   assert np.all(np.isfinite(onnx_graph.run_onnx(policy, first)))  # the runtime's first frame
   commands = _suite("stand", "forward_0.1", "turn_left_0.5", duration=1.5)
-  card = scoring.score(policy, env_config, seeds=4, commands=commands, source="runtime")
+  card = scorecard.score(policy, env_config, seeds=4, commands=commands, source="runtime")
   assert card["source"] == "runtime" and card["headline"]["falls"] == 0, scorecard.table(card)
   assert all(e["survival_s"] == pytest.approx(1.5) for e in card["episodes"])
 
@@ -220,7 +219,7 @@ def test_runtime_and_env_headlines_agree_on_a_trained_policy():
   """The same policy scored through both observation sources: the same card within its sampling noise."""
   policy, env_config, _ = policy_io.resolve_policy(WALKER)
   commands = _suite("stand", "forward_0.1", "turn_left_0.5", "turn_right_0.5")
-  cards = {src: scoring.score(policy, env_config, seeds=4, commands=commands, source=src) for src in player.SOURCES}
+  cards = {src: scorecard.score(policy, env_config, seeds=4, commands=commands, source=src) for src in player.SOURCES}
   env, rt = cards["env"]["headline"], cards["runtime"]["headline"]
   assert env["falls"] == rt["falls"] == 0, (scorecard.table(cards["env"]), scorecard.table(cards["runtime"]))
   assert abs(env["vx_at_0.1"] - rt["vx_at_0.1"]) < 0.015

@@ -9,22 +9,21 @@ from helpers import REPO_ROOT
 from helpers import run_cli
 from helpers import write_policy
 
-from playground.common import config as config_lib
-from playground.common import onnx_graph
-from playground.common.tensorboard_reader import read_scalars
-from playground.open_duck_mini_v2 import best_policy
-from playground.open_duck_mini_v2 import joystick
-from playground.open_duck_mini_v2 import observations as obs_lib
-from playground.open_duck_mini_v2 import player
-from playground.open_duck_mini_v2 import policy_io
-from playground.open_duck_mini_v2 import scorecard
-from playground.open_duck_mini_v2 import scoring
-from playground.open_duck_mini_v2.envs import env_class
+from playground.common import configs
+from playground.common.export import onnx_graph
+from playground.common.runs.tensorboard import read_scalars
+from playground.open_duck_mini_v2.evaluation import best_policy
+from playground.open_duck_mini_v2.evaluation import player
+from playground.open_duck_mini_v2.evaluation import policy_io
+from playground.open_duck_mini_v2.evaluation import scorecard
+from playground.open_duck_mini_v2.model import observations
+from playground.open_duck_mini_v2.tasks import joystick
+from playground.open_duck_mini_v2.tasks.registry import env_class
 
 SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
 #: Entries of the default suite, and those without pushes (the headline's falls).
-SUITE = len(scoring.suite(player.Pushes((0.1, 1.0), (5.0, 10.0))))
-UNPUSHED = len([c for c in scoring.suite() if c.pushes is None])
+SUITE = len(scorecard.suite(player.Pushes((0.1, 1.0), (5.0, 10.0))))
+UNPUSHED = len([c for c in scorecard.suite() if c.pushes is None])
 
 
 def score_config(metadata, env_config, clean, overrides=()):
@@ -84,14 +83,14 @@ def test_a_leaning_policy_is_measured_moving_or_falling(tmp_path):
   leaning = np.zeros(14, np.float32)
   leaning[[2, 11]] = [-3.0, 3.0]  # hip pitches forward
   policy = write_policy(tmp_path / "lean.onnx", bias=leaning)
-  commands = scoring.suite()[:2]
-  card = scoring.score(policy, seeds=1, clean=True, commands=commands)
+  commands = scorecard.suite()[:2]
+  card = scorecard.score(policy, seeds=1, clean=True, commands=commands)
   stand = card["commands"]["stand"]
   assert stand["falls"] == 1 or stand["distance_m"] > 0.05
 
 
 def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
-  commands = [c for c in scoring.suite() if c.name in ("left_0.1", "right_0.1", "forward_0.1")]
+  commands = [c for c in scorecard.suite() if c.name in ("left_0.1", "right_0.1", "forward_0.1")]
 
   def episode(name, vel):
     command = next(c for c in commands if c.name == name)
@@ -131,7 +130,7 @@ def test_tracking_errors_rank_a_swaying_walker_above_a_standing_duck():
       command="forward_0.1", seed=0, fell=False, survival_s=8.0, distance_m=0.0, foot_slip_mps=0.0,
       joint_limit_share=0.0, action_smoothness=0.0, power_w=0.0, cmd=cmd, vel=vel,
     )  # fmt: skip
-    card = scorecard.summarize([episode], [c for c in scoring.suite() if c.name == "forward_0.1"], window)
+    card = scorecard.summarize([episode], [c for c in scorecard.suite() if c.name == "forward_0.1"], window)
     return card["commands"]["forward_0.1"]["lin_vel_error_mps"]
 
   assert error(walking) < 0.05 < 0.1 == pytest.approx(error(np.zeros_like(cmd)))
@@ -144,9 +143,9 @@ def test_the_scorecard_names_the_joints_held_at_a_range_end(tmp_path):
   # range ends at 1.571): both knees sit at the limit, no other joint does.
   knees = np.zeros(14, np.float32)
   knees[[3, 12]] = 3.0
-  commands = scoring.suite()[:1]
-  bent = scoring.score(write_policy(tmp_path / "knees.onnx", bias=knees), seeds=1, clean=True, commands=commands)
-  home = scoring.score(write_policy(tmp_path / "home.onnx"), seeds=1, clean=True, commands=commands)
+  commands = scorecard.suite()[:1]
+  bent = scorecard.score(write_policy(tmp_path / "knees.onnx", bias=knees), seeds=1, clean=True, commands=commands)
+  home = scorecard.score(write_policy(tmp_path / "home.onnx"), seeds=1, clean=True, commands=commands)
   by_joint = bent["commands"]["stand"]["joint_limit_by_joint"]
   assert set(by_joint) == {"left_knee", "right_knee"} and min(by_joint.values()) > 0.9, by_joint
   assert bent["commands"]["stand"]["joint_limit_share"] > 0.9
@@ -169,8 +168,8 @@ def test_the_scorecard_names_the_joints_held_at_a_range_end(tmp_path):
 )
 def test_a_mismatched_policy_is_refused_in_one_line(tmp_path, change, expected):
   policy = write_policy(tmp_path / "bad.onnx", change)
-  with pytest.raises(scoring.ScoreError, match=expected):
-    scoring.score(policy, seeds=1)
+  with pytest.raises(scorecard.ScoreError, match=expected):
+    scorecard.score(policy, seeds=1)
 
 
 def test_the_cli_refuses_a_mismatched_or_missing_policy_in_one_line(tmp_path):
@@ -258,8 +257,8 @@ def test_the_run_keeps_the_walking_policy_with_the_fewest_falls_then_the_smalles
 
 
 def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_ranges():
-  look = scoring.look_around()
-  assert look == scoring.look_around() and look != scoring.look_around(seed=1)
+  look = scorecard.look_around()
+  assert look == scorecard.look_around() and look != scorecard.look_around(seed=1)
   assert look.duration == 20.0
   commands = np.stack([look.at(t) for t in np.arange(0.0, 20.0, 0.5)])
   assert np.all(commands[:, :3] == 0.0)  # stands still
@@ -269,7 +268,7 @@ def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_
   low, high = np.array([-0.34, -0.78, -1.5, -0.5]), np.array([1.1, 0.78, 1.5, 0.5])
   assert np.all(head >= low) and np.all(head <= high)
   # The velocity-only entries of the suite keep the head at home.
-  assert np.all(scoring.suite()[1].at(1.0)[3:] == 0.0)
+  assert np.all(scorecard.suite()[1].at(1.0)[3:] == 0.0)
   with pytest.raises(ValueError, match="schedule entry"):
     player.Command("bad", ((0.0, 0.1, 0.0),)).at(0.0)
 
@@ -289,7 +288,7 @@ def test_score_config_keeps_the_training_disturbances_unless_clean():
   assert trained.noise_config.level == 0.5  # the caller's config is not changed
   wider = score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_offset", "0.05")])
   assert wider.domain_randomization.com_offset == 0.05 and wider.noise_config.level == 0.5
-  with pytest.raises(config_lib.ConfigError, match="domain_randomization.com_offset"):
+  with pytest.raises(configs.ConfigError, match="domain_randomization.com_offset"):
     score_config(metadata, trained.to_dict(), False, [("domain_randomization.com_ofset", "0.05")])
   # A training margin on the trunk offset is not judged; --set brings it back.
   trained.domain_randomization.update(com_offset=0.03, com_offset_margin=0.005)
@@ -318,21 +317,21 @@ def test_a_policy_with_an_observation_history_is_played_with_its_own_layout(tmp_
   config = score_config(meta, joystick.default_config().to_dict(), clean=False)
   assert config.observation_history == 3  # from the file, though the run's config says 0
   stand = player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), duration=1.0)
-  card = scoring.score(policy, seeds=1, commands=(stand,))
+  card = scorecard.score(policy, seeds=1, commands=(stand,))
   assert card["commands"]["stand"]["falls"] == 0  # the home pose holds for a second
   # A layout that is neither 101 floats nor 101 plus whole 34-float frames is refused.
-  odd = obs_lib.state_layout(1).to_json()
+  odd = observations.state_layout(1).to_json()
   odd[-1]["size"] = 35
   bad = write_policy(tmp_path / "bad.onnx", {"observation_layout": odd, "observation_size": 136}, history=1)
-  with pytest.raises(scoring.ScoreError, match="plus 34 per history frame"):
-    scoring.score(bad, seeds=1, commands=(stand,))
+  with pytest.raises(scorecard.ScoreError, match="plus 34 per history frame"):
+    scorecard.score(bad, seeds=1, commands=(stand,))
 
 
 def test_the_card_reports_gait_calm_and_falls_per_kick_and_ignores_unmeasured_episodes():
   """Joint speed and action rate at 0.1 m/s (the gait-calm guard), falls per kick delivered on the
   push entries, and an episode that fell before it was measured (NaN metrics) left out of the means."""
   names = ("forward_0.1", "push_stand_0.5")
-  commands = [c for c in scoring.suite() if c.name in names]
+  commands = [c for c in scorecard.suite() if c.name in names]
 
   def episode(name, fell, pushes, speed, smooth):
     command = next(c for c in commands if c.name == name)

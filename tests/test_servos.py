@@ -13,23 +13,23 @@ from helpers import run_cli
 from ml_collections import config_dict
 from mujoco import mjx
 
-from playground.common import config as config_lib
-from playground.common import mjcf
-from playground.common import randomize
-from playground.common.reference import ReferenceTable
+from playground.common import configs
 from playground.common.runner import RunArgs
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import envs
-from playground.open_duck_mini_v2 import gait_generator
-from playground.open_duck_mini_v2 import gait_tables
-from playground.open_duck_mini_v2 import observation_sources
-from playground.open_duck_mini_v2 import policy_io
-from playground.open_duck_mini_v2 import robot_model
+from playground.common.tasks import mjcf
+from playground.common.tasks import randomize
+from playground.common.tasks.reference_motion import ReferenceTable
 from playground.open_duck_mini_v2 import runner_hooks
-from playground.open_duck_mini_v2 import runtime
-from playground.open_duck_mini_v2 import servos
-from playground.open_duck_mini_v2.envs import env_class
+from playground.open_duck_mini_v2.evaluation import player
+from playground.open_duck_mini_v2.evaluation import policy_io
+from playground.open_duck_mini_v2.evaluation import runtime
+from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import robot_model
+from playground.open_duck_mini_v2.model import servos
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+from playground.open_duck_mini_v2.tasks import gait_generator
+from playground.open_duck_mini_v2.tasks import gait_tables
+from playground.open_duck_mini_v2.tasks import registry
+from playground.open_duck_mini_v2.tasks.registry import env_class
 
 WALKER = REPO_ROOT / "tests" / "fixtures" / "walker"
 SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
@@ -50,23 +50,27 @@ def test_profiles_are_named_and_an_unknown_name_is_one_line_naming_the_choices()
     assert p.max_velocity > 0 and p.kp > 0 and p.max_torque > 0 and p.damping > 0
     for low, high in (p.kp_range, p.damping_range, p.armature_range, p.torque_range):
       assert 0 < low <= 1.0 <= high
-  with pytest.raises(config_lib.ConfigError) as e:
+  with pytest.raises(configs.ConfigError) as e:
     servos.profile("c01")
   message = str(e.value)
   assert "\n" not in message and "c01" in message and all(name in message for name in servos.PROFILES)
 
 
 def test_the_default_profile_is_todays_servo_exactly():
-  for task in consts.TASKS:
+  for task in constants.TASKS:
     model = robot_model.load_model(task)
     # The scene straight from the MJCF, as load_model built it before profiles existed.
-    spec = mujoco.MjSpec.from_file(str(consts.XML_DIR / f"scene_{task.removesuffix('_backlash')}.xml"))
+    spec = mujoco.MjSpec.from_file(str(constants.XML_DIR / f"scene_{task.removesuffix('_backlash')}.xml"))
     if task.startswith("rough"):
       hfield = spec.hfield("terrain")
-      hfield.userdata = mjcf.procedural_heightfield(hfield.nrow, hfield.ncol, consts.TERRAIN_SEED).ravel()
+      hfield.userdata = mjcf.procedural_heightfield(hfield.nrow, hfield.ncol, constants.TERRAIN_SEED).ravel()
     if task.endswith("_backlash"):
       mjcf.add_backlash(
-        spec, consts.JOINT_NAMES, consts.BACKLASH_HALF_RANGE, consts.BACKLASH_DAMPING, consts.BACKLASH_ARMATURE
+        spec,
+        constants.JOINT_NAMES,
+        constants.BACKLASH_HALF_RANGE,
+        constants.BACKLASH_DAMPING,
+        constants.BACKLASH_ARMATURE,
       )
     plain = spec.compile()
     fields = [n for n in dir(model) if not n.startswith("_") and isinstance(getattr(model, n), np.ndarray)]
@@ -91,7 +95,7 @@ def test_the_default_profiles_randomization_draws_what_it_drew_before():
   config = env_class("joystick").default_config()
   keys = jax.random.split(jax.random.PRNGKey(3), 4)
   model = mjx.put_model(mj_model)
-  targets = envs.randomization_targets()
+  targets = registry.randomization_targets()
   before = config_dict.ConfigDict(config.domain_randomization.to_dict())
   with before.unlocked():  # a config from before the damping and force-limit ranges
     del before["damping_scale"], before["forcerange_scale"]
@@ -99,7 +103,7 @@ def test_the_default_profiles_randomization_draws_what_it_drew_before():
   new, in_axes = randomize.make_randomization_fn(mj_model, targets, servos.domain_randomization(config))(model, keys)
   for name in randomize.RANDOMIZED_FIELDS + randomize.SERVO_FIELDS:
     np.testing.assert_array_equal(np.asarray(getattr(old, name)), np.asarray(getattr(new, name)), err_msg=name)
-  # Damping and force limits stay the model's own (one copy for all envs, float64 in MuJoCo C).
+  # Damping and force limits stay the model's own (one copy for all registry, float64 in MuJoCo C).
   assert in_axes.dof_damping is None and in_axes.actuator_forcerange is None
   # c001: damping and force limits drawn per env within the profile's ranges.
   c001 = servos.select(config, "c001")
@@ -135,7 +139,7 @@ def test_the_servo_flag_changes_the_simulated_servos_and_speed_limit():
   assert moved.max() == pytest.approx(2.7 * 0.02, rel=1e-5)
   # The runtime loop's servos, and the model's gains and force limits.
   models = [env.mj_model]
-  source = observation_sources.RuntimeSource(
+  source = player.RuntimeSource(
     env.mj_model, models, slow, metadata, 0, np.ones(1, np.float32), runtime.RuntimeOptions()
   )
   assert source.hardware.max_step == pytest.approx(2.7 * 0.02)
@@ -155,7 +159,7 @@ def test_the_runner_takes_a_profile_with_one_flag_and_refuses_an_unknown_one():
   config = resolved("servo_profile=c001")
   assert servos.name_of(config) == "c001" and servos.speed_limit(config) == 2.7
   assert gait_tables.table_path(config) == gait_tables.servo_table("c001")
-  with pytest.raises(config_lib.ConfigError, match="valid choices: sts3215_7v4, sts3215_12v, c001"):
+  with pytest.raises(configs.ConfigError, match="valid choices: sts3215_7v4, sts3215_12v, c001"):
     resolved("servo_profile=c002")
 
 

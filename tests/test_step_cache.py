@@ -18,9 +18,9 @@ from helpers import REPO_ROOT
 from helpers import assert_trees_equal
 from helpers import subprocess_env
 
-from playground.common import config as config_lib
-from playground.common import step_cache
-from playground.common.step_cache import StepCache
+from playground.common import configs
+from playground.common.train import step_cache
+from playground.common.train.step_cache import StepCache
 
 
 @flax.struct.dataclass
@@ -74,7 +74,7 @@ import jax.numpy as jp
 import numpy as np
 from helpers import assert_trees_equal
 from test_step_cache import State, step
-from playground.common.step_cache import StepCache
+from playground.common.train.step_cache import StepCache
 
 assert jax.device_count() == 2, jax.devices()
 mesh = jax.sharding.Mesh(np.array(jax.devices()), ("i",))
@@ -200,10 +200,10 @@ def test_files_named_in_the_config_are_part_of_the_key(tmp_path):
   data = tmp_path / "reference.npz"
   data.write_bytes(b"one")
   config = {"reference": {"path": str(data), "weights": [1, 2]}, "name": "not a file"}
-  first = config_lib.named_file_digests(config)
+  first = configs.named_file_digests(config)
   assert list(first) == [str(data)]
   data.write_bytes(b"two")
-  assert config_lib.named_file_digests(config) != first
+  assert configs.named_file_digests(config) != first
 
 
 def test_project_code_and_data_are_in_the_environment_digest():
@@ -227,7 +227,7 @@ LINALG_STEP = """
 import sys
 import jax
 import jax.numpy as jp
-from playground.common.step_cache import StepCache
+from playground.common.train.step_cache import StepCache
 
 def f(a):
   return jp.linalg.cholesky(a @ a.T + 3 * jp.eye(3)).sum()

@@ -8,17 +8,17 @@ from brax.training import types
 from helpers import CARTPOLE
 from helpers import run_cli
 
-from playground.common import symmetry
-from playground.common.observation_layout import ObservationLayout
-from playground.common.symmetry import AXIAL
-from playground.common.symmetry import POLAR
-from playground.common.symmetry import SignedPermutation
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import mirror as duck_mirror
-from playground.open_duck_mini_v2 import observations
-from playground.open_duck_mini_v2 import robot_model
-from playground.open_duck_mini_v2.joystick import Joystick
-from playground.open_duck_mini_v2.joystick import default_config
+from playground.common.tasks import symmetry
+from playground.common.tasks.observation_layout import ObservationLayout
+from playground.common.tasks.symmetry import AXIAL
+from playground.common.tasks.symmetry import POLAR
+from playground.common.tasks.symmetry import SignedPermutation
+from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import mirror as duck_mirror
+from playground.open_duck_mini_v2.model import observations
+from playground.open_duck_mini_v2.model import robot_model
+from playground.open_duck_mini_v2.tasks.joystick import Joystick
+from playground.open_duck_mini_v2.tasks.joystick import default_config
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def test_the_duck_mirror_is_an_involution_on_every_observation_and_the_action(hi
 
 
 def test_the_joint_map_swaps_legs_and_flips_the_yaw_and_roll_joints_read_from_the_mjcf(joints):
-  names = consts.ACTUATOR_NAMES
+  names = constants.ACTUATOR_NAMES
   for i, name in enumerate(names):
     assert names[joints.index[i]] == duck_mirror.partner(name)
   sign = dict(zip(names, joints.sign, strict=True))
@@ -111,9 +111,9 @@ def _mirror_error(model, joints, steps=25, seed=0):
     mujoco.mj_step(model, a)
     mujoco.mj_step(model, b)
   q, _ = _mirror_state(ids, joints, a.qpos, a.qvel)
-  adr, dim = ids.sensors[consts.GYRO_SENSOR]
+  adr, dim = ids.sensors[constants.GYRO_SENSOR]
   gyro_err = np.abs(AXIAL(a.sensordata[adr : adr + dim]) - b.sensordata[adr : adr + dim]).max()
-  adr, dim = ids.sensors[consts.ACCELEROMETER_SENSOR]
+  adr, dim = ids.sensors[constants.ACCELEROMETER_SENSOR]
   acc_err = np.abs(POLAR(a.sensordata[adr : adr + dim]) - b.sensordata[adr : adr + dim]).max()
   return np.abs(q - b.qpos).max(), gyro_err, acc_err
 
@@ -127,7 +127,7 @@ def test_mirrored_servo_targets_from_a_mirrored_state_give_the_mirrored_motion(d
   assert acc_err < 0.5, acc_err  # m/s^2
   # Any one wrong joint sign shows up as a wrong motion: 3x the error above in
   # the joints or in the trunk's rotation.
-  for i, name in enumerate(consts.ACTUATOR_NAMES):
+  for i, name in enumerate(constants.ACTUATOR_NAMES):
     sign = list(joints.sign)
     sign[i] = -sign[i]
     wrong_qpos, wrong_gyro, _ = _mirror_error(duck_model, SignedPermutation(joints.index, tuple(sign)))

@@ -12,7 +12,7 @@ import pytest
 
 from playground.cartpole.runner import CartpoleRunner
 from playground.common.runner import RunArgs
-from playground.common.tensorboard_reader import read_scalars
+from playground.common.runs.tensorboard import read_scalars
 
 
 @pytest.mark.slow

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from ml_collections import config_dict
 
-from playground.common import ppo_config as ppo_defaults
+from playground.common import hyperparameters
 from playground.common.runner import BaseRunner
 
 #: --env name -> MuJoCo Playground registry name.
@@ -26,7 +26,7 @@ ENVS = {"balance": "CartpoleBalance", "swingup": "CartpoleSwingup"}
 def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
   """PPO settings for the cartpole tasks."""
   del env_name
-  c = ppo_defaults.default_config()
+  c = hyperparameters.default_config()
   c.update(
     dict(
       num_timesteps=5_000_000,
@@ -124,7 +124,7 @@ class CartpoleRunner(BaseRunner):
   def policy_mirror(cls, env_name, task, env_config):
     """The reflection through the rail's middle: cart position, pole sine, both
     velocities and the force change sign (observation: x, cos, sin, x', angle')."""
-    from playground.common import symmetry
+    from playground.common.tasks import symmetry
 
     del env_name, task, env_config
     flip = symmetry.SignedPermutation((0, 1, 2, 3, 4), (-1.0, 1.0, -1.0, -1.0, -1.0))

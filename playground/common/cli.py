@@ -16,14 +16,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from playground.common import backend
-from playground.common import config as config_lib
-from playground.common import run_dirs
-from playground.common.config import ConfigError
+from playground.common import configs
+from playground.common.configs import ConfigError
 from playground.common.errors import NonFiniteError
 from playground.common.errors import RunError
 from playground.common.robot_spec import RobotSpec
-from playground.common.run_args import RunArgs
+from playground.common.runs import directories
+from playground.common.runs.arguments import RunArgs
+from playground.common.train import backend
 
 
 class UsageError(Exception):
@@ -37,7 +37,7 @@ class OneLineParser(argparse.ArgumentParser):
     if "unrecognized arguments" in message:
       flags = sorted(opt for action in self._actions for opt in action.option_strings if opt.startswith("--"))
       bad = message.split(":", 1)[1].strip().split()[0]
-      message = f"unrecognized flag {bad}{config_lib.suggest(bad, flags)}; valid flags: {', '.join(flags)}"
+      message = f"unrecognized flag {bad}{configs.suggest(bad, flags)}; valid flags: {', '.join(flags)}"
     raise UsageError(message)
 
 
@@ -61,13 +61,13 @@ def build_parser(runner_cls: type[RobotSpec]) -> argparse.ArgumentParser:
   parser.add_argument("--output_dir", default="checkpoints", help="parent of run directories")
   parser.add_argument("--exp_name", help="run directory name (default: robot_env_task_timestamp)")
   parser.add_argument("--seed", type=int, default=0)
-  config_lib.add_override_argument(
+  configs.add_override_argument(
     parser, help="config override, e.g. reward_config.scales.alive=10 or ppo.learning_rate=1e-4"
   )
   parser.add_argument(
     "--resume",
     action="store_true",
-    help=f"continue the latest checkpoint of --exp_name with the flags recorded in its {run_dirs.CONFIG_FILE}",
+    help=f"continue the latest checkpoint of --exp_name with the flags recorded in its {directories.CONFIG_FILE}",
   )
   parser.add_argument(
     "--overwrite",
@@ -156,14 +156,14 @@ def main(runner_cls: type[RobotSpec], argv: Sequence[str] | None = None) -> int:
 def list_command(output_dir: str) -> int:
   """`--list`: prints one line per run under `output_dir` to stdout; returns the exit status."""
   try:
-    runs = run_dirs.list_runs(Path(output_dir))
-  except run_dirs.RunDirError as e:
+    runs = directories.list_runs(Path(output_dir))
+  except directories.RunDirError as e:
     fail(str(e))
     return 2
   if not runs:
     sys.stdout.write(f"no runs under {output_dir}\n")
     return 0
-  sys.stdout.write("".join(line + "\n" for line in run_dirs.format_runs(runs)))
+  sys.stdout.write("".join(line + "\n" for line in directories.format_runs(runs)))
   return 0
 
 

@@ -19,16 +19,16 @@ from typing import ClassVar
 
 from ml_collections import config_dict
 
-from playground.common.run_args import ResolvedConfig
-from playground.common.run_args import RunArgs
+from playground.common.runs.arguments import ResolvedConfig
+from playground.common.runs.arguments import RunArgs
 
 if TYPE_CHECKING:
   import argparse
 
   from mujoco_playground import MjxEnv
 
-  from playground.common.session import Session
-  from playground.common.training_env import RandomizationFn
+  from playground.common.tasks.randomize import RandomizationFn
+  from playground.common.train.session import Session
 
 
 class RobotSpec(abc.ABC):
@@ -87,7 +87,7 @@ class RobotSpec(abc.ABC):
 
   @abc.abstractmethod
   def ppo_config(self, env_name: str, preset: str) -> config_dict.ConfigDict:
-    """This robot's PPO hyper-parameters for a preset (`ppo_config.default_config()` updated)."""
+    """This robot's PPO hyper-parameters for a preset (`hyperparameters.default_config()` updated)."""
 
   @abc.abstractmethod
   def run(self) -> int:
@@ -145,6 +145,12 @@ class RobotSpec(abc.ABC):
     """The robot's left/right `symmetry.Mirror` of the env's observations and
     actions, for `ppo.symmetry_augmentation`; None by default (no mirror)."""
     del env_name, task, env_config
+    return None
+
+  def cpu_warning(self, num_timesteps: int) -> str | None:
+    """One line the trainer logs when this run trains on a CPU (e.g. that its preset is
+    sized for a GPU, and which preset suits a CPU), or None (the default: nothing)."""
+    del num_timesteps
     return None
 
   def on_progress(self, step: int, metrics: dict[str, float]) -> None:

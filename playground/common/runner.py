@@ -3,21 +3,23 @@
 A robot package subclasses `BaseRunner`, sets `robot` and implements the
 abstract methods of `RobotSpec` (its environments, randomization and PPO
 settings); the optional hooks and the callbacks `on_progress` and
-`on_checkpoint` have working defaults. Everything else is shared, in layers
-that import only from below:
+`on_checkpoint` have working defaults. Everything else is shared, in rooms
+that import only from the rooms below them:
 
-- `errors`, `config`, `run_dirs`, `run_args` (`RunArgs`, `ResolvedConfig`):
-  plain data and checks.
-- `robot_spec`: what a robot provides (`RobotSpec`).
-- `run_record`, `resume`, `compat`: run directories, `config.json`,
-  `--resume` from it, checkpoint compatibility.
-- `session_setup`, `trainer`: building the envs and the learner, restoring,
-  the training loop with its evaluations, checkpoints, callbacks and stop signals.
-- `cli`: the command line (flags, one-line errors, `main`).
-- this module, on top: `BaseRunner.resolve_config`, `run` and `main`.
+- `errors`, `configs`, `hyperparameters`: one-line errors, configs and
+  `--set` overrides, PPO settings, as plain data and checks.
+- `runs/`: the flags (`RunArgs`, `ResolvedConfig`), run directories, the
+  record (`config.json`), `--resume` from it, checkpoint compatibility and
+  the checkpoints themselves.
+- `tasks/`, `export/`: what robots build their tasks from; the policy file.
+- `train/`: building the envs and the learner (`session`), restoring, the
+  training loop with its evaluations, checkpoints, callbacks and stop signals.
+- on top: `robot_spec` (what a robot provides), `cli` (flags, one-line
+  errors, `main`) and this module (`BaseRunner.resolve_config`, `run`, `main`).
 
-Nothing up to `cli` imports JAX, nor does this module until `run` trains:
-the command line is checked before JAX loads.
+The foundation, `runs/` and the top import no JAX (`tests/test_layers.py`),
+and this module imports the trainer only when `run` trains: the command line
+is checked before JAX loads.
 """
 
 from __future__ import annotations
@@ -25,21 +27,21 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from playground.common import backend
 from playground.common import cli
-from playground.common import config as config_lib
-from playground.common import resume
-from playground.common import run_record
-from playground.common.backend import DEFAULT_CACHE_DIR
-from playground.common.backend import setup_compilation_cache
-from playground.common.config import ConfigError
+from playground.common import configs
+from playground.common.configs import ConfigError
 from playground.common.errors import NonFiniteError
 from playground.common.errors import RunError
 from playground.common.robot_spec import RobotSpec
-from playground.common.run_args import RESTORE_MODES
-from playground.common.run_args import ResolvedConfig
-from playground.common.run_args import RunArgs
-from playground.common.run_dirs import REPO_ROOT
+from playground.common.runs import record
+from playground.common.runs import resume
+from playground.common.runs.arguments import RESTORE_MODES
+from playground.common.runs.arguments import ResolvedConfig
+from playground.common.runs.arguments import RunArgs
+from playground.common.runs.directories import REPO_ROOT
+from playground.common.train import backend
+from playground.common.train.backend import DEFAULT_CACHE_DIR
+from playground.common.train.backend import setup_compilation_cache
 
 # Re-exported: robots, tests and benchmarks import these from here.
 __all__ = [
@@ -73,10 +75,10 @@ class BaseRunner(RobotSpec):
       ConfigError: for an unknown env, task, preset or key, or a bad value.
     """
     a = self.args
-    config_lib.check_choice("--env", a.env, self.env_names())
-    config_lib.check_choice("--task", a.task, self.task_names(a.env))
-    config_lib.check_choice("--preset", a.preset, self.presets)
-    config_lib.check_choice("--restore_mode", a.restore_mode, RESTORE_MODES)
+    configs.check_choice("--env", a.env, self.env_names())
+    configs.check_choice("--task", a.task, self.task_names(a.env))
+    configs.check_choice("--preset", a.preset, self.presets)
+    configs.check_choice("--restore_mode", a.restore_mode, RESTORE_MODES)
     if a.restore_mode != "all" and not a.restore_checkpoint_path:
       raise ConfigError(
         f"--restore_mode {a.restore_mode} needs --restore_checkpoint_path (a checkpoint to take weights from)"
@@ -88,7 +90,7 @@ class BaseRunner(RobotSpec):
     env_config = self.default_env_config(a.env)
     preset_env = self.preset_env_overrides(a.env, a.preset)
     if preset_env:
-      env_config = config_lib.apply_overrides(
+      env_config = configs.apply_overrides(
         env_config, [(k, json.dumps(v) if not isinstance(v, str) else v) for k, v in preset_env.items()]
       )
     ppo = self.ppo_config(a.env, a.preset)
@@ -107,28 +109,28 @@ class BaseRunner(RobotSpec):
       # Keep the batch a whole number of rollouts: one minibatch per env slice.
       ppo.batch_size = a.num_envs
     env_over, ppo_over = [], []
-    for key, raw in config_lib.parse_overrides(a.overrides):
+    for key, raw in configs.parse_overrides(a.overrides):
       (ppo_over if key.startswith("ppo.") else env_over).append((key.removeprefix("ppo."), raw))
     try:
-      env_config = config_lib.apply_overrides(env_config, env_over)
+      env_config = configs.apply_overrides(env_config, env_over)
     except ConfigError as e:
-      valid = list(config_lib.flatten(env_config)) + [f"ppo.{k}" for k in config_lib.flatten(ppo)]
+      valid = list(configs.flatten(env_config)) + [f"ppo.{k}" for k in configs.flatten(ppo)]
       if "unknown config key" in str(e):
         key = str(e).split("'")[1]
-        raise ConfigError(config_lib.unknown_key_message(key, valid)) from None
+        raise ConfigError(configs.unknown_key_message(key, valid)) from None
       raise
     try:
-      ppo = config_lib.apply_overrides(ppo, ppo_over)
+      ppo = configs.apply_overrides(ppo, ppo_over)
     except ConfigError as e:
       if "unknown config key" in str(e):
         key = "ppo." + str(e).split("'")[1]
-        raise ConfigError(config_lib.unknown_key_message(key, [f"ppo.{k}" for k in config_lib.flatten(ppo)])) from None
+        raise ConfigError(configs.unknown_key_message(key, [f"ppo.{k}" for k in configs.flatten(ppo)])) from None
       raise
     if a.resume and self.resume_record is not None:
       env_config, ppo = resume.recorded_configs(self, self.resume_record, env_config, ppo)
     if "impl" in env_config:
       backend.validate_impl(env_config.impl)
-    config_lib.parse_cpu_devices(a.cpu_devices)
+    configs.parse_cpu_devices(a.cpu_devices)
     return ResolvedConfig(env_config=env_config, ppo_config=ppo)
 
   # ---- Running.
@@ -140,13 +142,13 @@ class BaseRunner(RobotSpec):
       ConfigError, RunError: a one-line user error (nothing was created).
       NonFiniteError: training diverged (the last good checkpoint is kept).
     """
-    run_record.check_paths(self.args)
-    record = resume.apply_record(self) if self.args.resume else None
+    record.check_paths(self.args)
+    recorded = resume.apply_record(self) if self.args.resume else None
     cfg = self.resolve_config()
-    if record is not None:
-      resume.check_record_files(self, record, cfg)
+    if recorded is not None:
+      resume.check_record_files(self, recorded, cfg)
     # Imported only now: the trainer loads JAX, and a bad command line is refused without it.
-    from playground.common import trainer
+    from playground.common.train import trainer
 
     return trainer.run(self, cfg)
 

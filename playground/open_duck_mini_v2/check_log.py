@@ -30,10 +30,10 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from playground.open_duck_mini_v2 import diagnosis
-from playground.open_duck_mini_v2 import policy_io
-from playground.open_duck_mini_v2 import robot_log
-from playground.open_duck_mini_v2 import sim_gap
+from playground.open_duck_mini_v2.evaluation import diagnosis
+from playground.open_duck_mini_v2.evaluation import policy_io
+from playground.open_duck_mini_v2.evaluation import robot_log
+from playground.open_duck_mini_v2.evaluation import sim_gap
 
 logger = logging.getLogger("playground")
 

@@ -35,8 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from playground.common import config as config_lib
-from playground.open_duck_mini_v2 import constants as consts
+from playground.common import configs
+from playground.open_duck_mini_v2.model import commands
+from playground.open_duck_mini_v2.model import constants
 
 # MuJoCo picks its OpenGL backend from MUJOCO_GL when it is first imported, so
 # the modules that load MuJoCo (the player, the model, the policy checks) are
@@ -44,20 +45,18 @@ from playground.open_duck_mini_v2 import constants as consts
 
 logger = logging.getLogger("playground")
 
-COMMAND_KEYS = ("vx", "vy", "yaw_rate", "neck_pitch", "head_pitch", "head_yaw", "head_roll")
-
 
 def command_from_json(path: str | Path, duration: float):
   """A `player.Command` from a script [{"t": 0, "vx": 0.1}, {"t": 4, "yaw_rate": 0.5}, ...]; missing keys are 0."""
-  from playground.open_duck_mini_v2.player import Command
+  from playground.open_duck_mini_v2.evaluation.player import Command
 
   raw = json.loads(Path(path).read_text())
   entries = []
   for item in raw:
-    unknown = set(item) - {"t", *COMMAND_KEYS}
+    unknown = set(item) - {"t", *commands.NAMES}
     if unknown:
-      raise ValueError(f"{path}: unknown command keys {sorted(unknown)}; valid: t, {', '.join(COMMAND_KEYS)}")
-    entries.append((float(item.get("t", 0.0)), *(float(item.get(k, 0.0)) for k in COMMAND_KEYS)))
+      raise ValueError(f"{path}: unknown command keys {sorted(unknown)}; valid: t, {', '.join(commands.NAMES)}")
+    entries.append((float(item.get("t", 0.0)), *(float(item.get(k, 0.0)) for k in commands.NAMES)))
   if not entries:
     raise ValueError(f"{path}: the command script is empty")
   return Command("script", tuple(sorted(entries, key=lambda e: e[0])), duration)
@@ -92,8 +91,8 @@ class Playback:
     seed: int = 0,
     runtime_options: Any = None,
   ):
-    from playground.open_duck_mini_v2 import policy_io
-    from playground.open_duck_mini_v2 import robot_model
+    from playground.open_duck_mini_v2.evaluation import policy_io
+    from playground.open_duck_mini_v2.model import robot_model
 
     self.policy_path, env_config, _ = policy_io.resolve_policy(policy_path)
     self.metadata = policy_io.read_metadata(self.policy_path)
@@ -109,7 +108,7 @@ class Playback:
 
   def play(self, command, on_step=None) -> dict[str, Any]:
     """Plays `command` (a `player.Command`); returns the episode's raw metrics (`player.play`)."""
-    from playground.open_duck_mini_v2 import player
+    from playground.open_duck_mini_v2.evaluation import player
 
     if self.pushes and command.pushes is None:
       command = dataclasses.replace(command, pushes=player.Pushes.of_config(self.config.push_config))
@@ -139,7 +138,7 @@ def run(
   """Plays one episode headless; returns the summary (distance, tracking, fall and why)."""
   import mujoco
 
-  from playground.open_duck_mini_v2 import scorecard
+  from playground.open_duck_mini_v2.evaluation import scorecard
 
   renderer = None
   frames = []
@@ -168,12 +167,12 @@ def run(
 
     imageio.mimwrite(video, frames, fps=int(round(1.0 / playback.config.ctrl_dt)), codec="libx264", macro_block_size=1)
   if record:
-    from playground.open_duck_mini_v2 import observations as obs_lib
+    from playground.open_duck_mini_v2.model import observations
 
     np.savez(
       record,
       **{k: np.asarray(v) for k, v in log.items()},
-      observation_layout=json.dumps(obs_lib.state_layout(playback.config.observation_history).to_json()),
+      observation_layout=json.dumps(observations.state_layout(playback.config.observation_history).to_json()),
       control_period_s=playback.config.ctrl_dt,
       source=playback.source,
     )
@@ -196,7 +195,7 @@ def interactive(playback: Playback, start: np.ndarray) -> None:
   """Passive viewer; arrows: vx / yaw rate, , and . : vy, space: stop. A fall starts a new episode."""
   import mujoco.viewer
 
-  from playground.open_duck_mini_v2.player import Command
+  from playground.open_duck_mini_v2.evaluation.player import Command
 
   command = np.array(start, np.float32)
   keys = {265: (0, 0.05), 264: (0, -0.05), 263: (2, 0.2), 262: (2, -0.2), 44: (1, 0.05), 46: (1, -0.05)}
@@ -246,7 +245,7 @@ def main(argv: Sequence[str] | None = None) -> int:
   source.add_argument("--onnx", help="exported policy file")
   source.add_argument("--checkpoint", help="checkpoint step or run directory (exported on the fly)")
   parser.add_argument("--task", help="scene (default: the policy's own)")
-  for key in COMMAND_KEYS:
+  for key in commands.NAMES:
     parser.add_argument(f"--{key}", type=float, default=0.0, help=f"constant command {key}")
   parser.add_argument("--script", help='JSON command script: [{"t": 0, "vx": 0.1}, {"t": 4, "yaw_rate": 0.5}]')
   parser.add_argument("--duration", type=float, default=10.0, help="seconds to simulate headless")
@@ -261,17 +260,17 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
 
-  from playground.common import checkpointing
-  from playground.common import onnx_graph
-  from playground.open_duck_mini_v2 import policy_io
-  from playground.open_duck_mini_v2.player import Command
+  from playground.common.export import onnx_graph
+  from playground.common.runs import checkpoints
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.evaluation.player import Command
 
   try:
     if args.task is not None:
-      config_lib.check_choice("--task", args.task, consts.TASKS)
+      configs.check_choice("--task", args.task, constants.TASKS)
     if not args.duration > 0:
       raise ValueError(f"--duration must be positive seconds, got {args.duration}")
-    constant = [getattr(args, k) for k in COMMAND_KEYS]
+    constant = [getattr(args, k) for k in commands.NAMES]
     command = (
       command_from_json(args.script, args.duration)
       if args.script
@@ -282,7 +281,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       if args.checkpoint:
         from playground.checkpoint_policy import export_checkpoint  # loads the training stack
 
-        step_dir = checkpointing.resolve(Path(args.checkpoint))
+        step_dir = checkpoints.resolve(Path(args.checkpoint))
         path = step_dir / policy_io.POLICY_FILE
         if not path.is_file():
           path, _ = export_checkpoint(step_dir, Path(tmp) / policy_io.POLICY_FILE)
@@ -305,8 +304,8 @@ def main(argv: Sequence[str] | None = None) -> int:
       return 0
     summary = run(playback, command, args.video, args.record)
   except (
-    config_lib.ConfigError,
-    checkpointing.CheckpointError,
+    configs.ConfigError,
+    checkpoints.CheckpointError,
     onnx_graph.ExportError,
     policy_io.ScoreError,
     FileNotFoundError,

@@ -11,7 +11,7 @@ from typing import Any
 
 from ml_collections import config_dict
 
-from playground.common import ppo_config as ppo_defaults
+from playground.common import hyperparameters
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,7 +20,7 @@ class Preset:
 
   Attributes:
     summary: one line for `--help`.
-    ppo: PPO settings changed from `ppo_config.default_config()`.
+    ppo: PPO settings changed from `hyperparameters.default_config()`.
     env: env config changes (flattened keys) for every env.
     joystick: env config changes for the joystick env only.
     score_seeds: episodes per command of the in-run scorecard.
@@ -157,7 +157,7 @@ PRESETS: dict[str, Preset] = {
 
 def ppo_config(preset: str) -> config_dict.ConfigDict:
   """The PPO settings of a preset."""
-  c = ppo_defaults.default_config()
+  c = hyperparameters.default_config()
   c.update(PRESETS[preset].ppo)
   return c
 

@@ -17,21 +17,26 @@ from typing import Any
 
 from ml_collections import config_dict
 
-from playground.common.config import ConfigError
+from playground.common.configs import ConfigError
 from playground.common.runner import REPO_ROOT
 from playground.common.runner import BaseRunner
 from playground.common.runner import ResolvedConfig
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import presets as presets_lib
-from playground.open_duck_mini_v2 import servos
-from playground.open_duck_mini_v2.envs import ENVS
-from playground.open_duck_mini_v2.envs import env_class
+from playground.open_duck_mini_v2 import presets
+from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import servos
+from playground.open_duck_mini_v2.presets import PRESETS
+from playground.open_duck_mini_v2.tasks.registry import ENVS
+from playground.open_duck_mini_v2.tasks.registry import env_class
 
 if TYPE_CHECKING:
-  from playground.common.session import Session
+  from playground.common.train.session import Session
 
 
 logger = logging.getLogger("playground")
+
+#: Training env steps/s of the duck on a 2-core CPU, one device per core
+#: (docs/results.md, 7,244 to 7,556): the estimate without doctor's probe.
+CPU_TRAINING_SPS = 7_000.0
 
 
 def _positive_int(text: str) -> int:
@@ -54,15 +59,15 @@ def _hooks():
 def ppo_config(env_name: str, preset: str) -> config_dict.ConfigDict:
   """PPO settings of the Open Duck Mini V2 for a preset (`presets.PRESETS`)."""
   del env_name
-  return presets_lib.ppo_config(preset)
+  return presets.ppo_config(preset)
 
 
 class OpenDuckMiniV2Runner(BaseRunner):
   """Runner for the Open Duck Mini V2 joystick and standing tasks."""
 
   robot = "open_duck_mini_v2"
-  presets = tuple(presets_lib.PRESETS)
-  preset_summaries = {name: p.summary for name, p in presets_lib.PRESETS.items()}
+  presets = tuple(PRESETS)
+  preset_summaries = {name: p.summary for name, p in PRESETS.items()}
   CHANGEABLE_EXTRA = ("score", "score_seeds")
   FLAG_ENV_KEYS = ("reference.path",)  # set from --reference in resolve_config
   default_env = "joystick"
@@ -73,7 +78,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
   def task_names(self, env_name: str) -> Sequence[str]:
     del env_name
-    return consts.TASKS
+    return constants.TASKS
 
   def default_env_config(self, env_name: str) -> config_dict.ConfigDict:
     return env_class(env_name).default_config()
@@ -119,7 +124,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
     if path:
       if self.args.env != "joystick":
         raise ConfigError("--reference applies to --env joystick (the imitation reward)")
-      from playground.open_duck_mini_v2 import gait_tables  # its table layout loads JAX
+      from playground.open_duck_mini_v2.tasks import gait_tables  # its table layout loads JAX
 
       table = gait_tables.prepare(path, bool(self.args.extra.get("allow_pickle")), REPO_ROOT / ".tmp" / "references")
       cfg.env_config.reference.path = str(table)
@@ -130,7 +135,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
     run's record, so that `--resume` refuses a run whose gait a project update changed."""
     files = super().named_files(cfg)
     if self.args.env == "joystick":
-      from playground.open_duck_mini_v2 import gait_tables  # its table layout loads JAX
+      from playground.open_duck_mini_v2.tasks import gait_tables  # its table layout loads JAX
 
       if gait_tables.uses_reference(cfg.env_config):
         files["reference_table"] = str(gait_tables.table_path(cfg.env_config))
@@ -163,7 +168,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
     """The reference table, when the joystick env adds its gait to the action: the
     exported file carries that gait, so it must be the table the run trained with."""
     del task
-    from playground.open_duck_mini_v2 import gait_tables  # its table layout loads JAX
+    from playground.open_duck_mini_v2.tasks import gait_tables  # its table layout loads JAX
 
     if env_name != "joystick" or not gait_tables.feedforward_on(env_config):
       return ()
@@ -176,7 +181,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
 
   def score_seeds(self) -> int:
     """Episodes per command of the in-run scorecard: `--score_seeds`, else the preset's `score_seeds`."""
-    return int(self.args.extra.get("score_seeds") or presets_lib.PRESETS[self.args.preset].score_seeds)
+    return int(self.args.extra.get("score_seeds") or PRESETS[self.args.preset].score_seeds)
 
   def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
     """Plays the checkpoint's policy on the scorecard suite; writes score.json/png next to it.
@@ -190,8 +195,21 @@ class OpenDuckMiniV2Runner(BaseRunner):
       return {}
     return _hooks().score_checkpoint(Path(step_dir), step, session, self.score_seeds())
 
+  def cpu_warning(self, num_timesteps: int) -> str | None:
+    """For `--preset full` on a CPU: its estimated time here, and the CPU preset."""
+    if self.args.preset != "full":
+      return None
+    from playground.common.train import backend
+
+    sps, source = backend.cpu_training_estimate(CPU_TRAINING_SPS)
+    return (
+      f"--preset full is sized for a GPU: {num_timesteps:,} steps on this CPU would take about "
+      f"{backend.duration_text(num_timesteps / sps)} (estimate at {sps:,.0f} training steps/s, {source}); "
+      "--preset cpu trains a walking policy in 1-1.5 h on 2 cores"
+    )
+
   def preset_env_overrides(self, env_name: str, preset: str) -> dict[str, Any]:
-    return presets_lib.env_overrides(env_name, preset)
+    return presets.env_overrides(env_name, preset)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,23 +15,22 @@ from typing import Any
 import numpy as np
 from ml_collections import config_dict
 
-from playground.common import randomize
-from playground.common.policy_file import POLICY_FILE
-from playground.common.session import Session
-from playground.common.training_env import RandomizationFn
-from playground.open_duck_mini_v2 import best_policy
-from playground.open_duck_mini_v2 import constants as consts
-from playground.open_duck_mini_v2 import joystick
-from playground.open_duck_mini_v2 import mirror
-from playground.open_duck_mini_v2 import observations
-from playground.open_duck_mini_v2 import robot_model
-from playground.open_duck_mini_v2 import runtime
-from playground.open_duck_mini_v2 import scorecard
-from playground.open_duck_mini_v2 import scoring
-from playground.open_duck_mini_v2 import servos
-from playground.open_duck_mini_v2.envs import command_ranges
-from playground.open_duck_mini_v2.envs import env_class
-from playground.open_duck_mini_v2.envs import randomization_targets
+from playground.common.export.policy_file import POLICY_FILE
+from playground.common.tasks import randomize
+from playground.common.tasks.randomize import RandomizationFn
+from playground.common.train.session import Session
+from playground.open_duck_mini_v2.evaluation import best_policy
+from playground.open_duck_mini_v2.evaluation import runtime
+from playground.open_duck_mini_v2.evaluation import scorecard
+from playground.open_duck_mini_v2.model import commands
+from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import mirror
+from playground.open_duck_mini_v2.model import observations
+from playground.open_duck_mini_v2.model import robot_model
+from playground.open_duck_mini_v2.model import servos
+from playground.open_duck_mini_v2.tasks import joystick
+from playground.open_duck_mini_v2.tasks.registry import env_class
+from playground.open_duck_mini_v2.tasks.registry import randomization_targets
 
 logger = logging.getLogger("playground")
 
@@ -66,8 +65,8 @@ def policy_metadata(env_name: str, task: str, env_config: config_dict.ConfigDict
     # The runtime, walk script and commits the file is made for, and the four facts that tell
     # the runtime's variants apart (`runtime.RuntimeContract`); check_log.py compares a robot's log with them.
     "runtime_contract": runtime.contract_metadata(),
-    "command_names": list(observations.COMMAND_NAMES),
-    "action_names": list(consts.ACTUATOR_NAMES),
+    "command_names": list(commands.NAMES),
+    "action_names": list(constants.ACTUATOR_NAMES),
     "action_scale": float(env_config.action_scale),
     "home_pose": [float(x) for x in ids.home_ctrl],
     "servo_profile": servos.name_of(env_config),
@@ -76,9 +75,7 @@ def policy_metadata(env_name: str, task: str, env_config: config_dict.ConfigDict
     "gait_frequency_hz": frequency,
     "gait_period_steps": round(phase_steps, 6),
     "motor_targets": "home_pose + action_scale * action (+ head command); the servos limit speed and range",
-    "command_range": {
-      name: list(r) for name, r in zip(observations.COMMAND_NAMES, command_ranges(env_name, env_config))
-    },
+    "command_range": {name: list(r) for name, r in zip(commands.NAMES, commands.ranges(env_config.command_config))},
     "input_clamp": "commands outside command_range are clamped to it inside the file, as in training",
     "first_frame": "a (0, 0) phase, as the runtime observes before its first phase step, is phase 0 (cos 1, sin 0)",
     "feedforward": (
@@ -95,7 +92,7 @@ def policy_input_bounds(env_name: str, env_config: config_dict.ConfigDict) -> tu
   size = observations.state_layout(int(env_config.get("observation_history", 0))).size
   low, high = np.full(size, -np.finfo(np.float32).max), np.full(size, np.finfo(np.float32).max)
   start = observations.STATE_LAYOUT.slices["command"].start
-  for i, (lo, hi) in enumerate(command_ranges(env_name, env_config)):
+  for i, (lo, hi) in enumerate(commands.ranges(env_config.command_config)):
     low[start + i], high[start + i] = lo, hi
   return low.astype(np.float32), high.astype(np.float32)
 
@@ -106,12 +103,16 @@ def policy_probe_observations(env_name: str, task: str, env_config: config_dict.
   history = int(env_config.get("observation_history", 0))
   model = robot_model.load_model(task)
   ids = robot_model.RobotIndices.from_model(model)
-  ranges = np.array(command_ranges(env_name, env_config))
-  commands = np.stack([np.zeros(7), ranges[:, 1], ranges[:, 0], 3 * ranges[:, 1], np.r_[0.1, np.zeros(6)]])
-  frames = runtime.first_frames(model, ids.home_ctrl, commands)
+  ranges = np.array(commands.ranges(env_config.command_config))
+  forward = np.zeros(commands.SIZE)
+  forward[0] = 0.1
+  probes = np.stack([np.zeros(commands.SIZE), ranges[:, 1], ranges[:, 0], 3 * ranges[:, 1], forward])
+  frames = runtime.first_frames(model, ids.home_ctrl, probes)
   if history:
     # The history block at zero: whatever a runtime starts its buffer with, the actions must be finite.
-    frames = np.concatenate([frames, np.zeros((len(frames), history * 34), np.float32)], axis=1)
+    frames = np.concatenate(
+      [frames, np.zeros((len(frames), history * observations.HISTORY_FRAME_LAYOUT.size), np.float32)], axis=1
+    )
   return frames
 
 
@@ -144,10 +145,10 @@ def score_checkpoint(step_dir: Path, step: int, session: Session, seeds: int) ->
   if not policy.is_file():
     return {}
   env_config = session.cfg.env_config.to_dict()
-  card = scoring.score(policy, env_config, seeds=seeds, task=session.task)
+  card = scorecard.score(policy, env_config, seeds=seeds, task=session.task)
   scorecard.write(card, Path(step_dir))
   logger.info("%s (step %s, %.1f s)", scorecard.headline_line(card), f"{step:,}", card["wall_time_s"])
-  runtime_card = scoring.score(policy, env_config, seeds=max(2, seeds // 6), task=session.task, source="runtime")
+  runtime_card = scorecard.score(policy, env_config, seeds=max(2, seeds // 6), task=session.task, source="runtime")
   scorecard.write(runtime_card, Path(step_dir), "score_runtime")
   logger.info("%s (%.1f s)", scorecard.headline_line(runtime_card), runtime_card["wall_time_s"])
   run_dir = Path(step_dir).parent

@@ -7,7 +7,7 @@
     uv run playground/open_duck_mini_v2/score.py checkpoints/<run> --set domain_randomization.com_offset=0.05
     uv run playground/open_duck_mini_v2/score.py policy.onnx --servo c001 [--runtime]   # with other servos
 
-Plays the policy in MuJoCo's C engine (`scoring.score`) on a fixed suite of
+Plays the policy in MuJoCo's C engine (`scorecard.score`) on a fixed suite of
 commands (stand, forward 0.1 and 0.15 m/s, backward 0.1, sideways +-0.1,
 turn +-0.5 and +-1.0 rad/s, a 20 s script that changes the command every
 4 s, forward 0.1 with the runtime's 1.3x phase button) and of pushes
@@ -48,17 +48,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from playground.common import checkpointing
-from playground.common import config as config_lib
-from playground.common import onnx_graph
+from playground.common import configs
+from playground.common.export import onnx_graph
 from playground.common.runner import setup_compilation_cache
-from playground.open_duck_mini_v2 import policy_io
-from playground.open_duck_mini_v2 import runtime as runtime_lib
-from playground.open_duck_mini_v2 import servos
-from playground.open_duck_mini_v2.policy_io import ScoreError
-from playground.open_duck_mini_v2.scorecard import table
-from playground.open_duck_mini_v2.scorecard import write
-from playground.open_duck_mini_v2.scoring import score
+from playground.common.runs import checkpoints
+from playground.open_duck_mini_v2.evaluation import policy_io
+from playground.open_duck_mini_v2.evaluation import runtime
+from playground.open_duck_mini_v2.evaluation.policy_io import ScoreError
+from playground.open_duck_mini_v2.evaluation.scorecard import score
+from playground.open_duck_mini_v2.evaluation.scorecard import table
+from playground.open_duck_mini_v2.evaluation.scorecard import write
+from playground.open_duck_mini_v2.model import servos
 
 logger = logging.getLogger("playground")
 
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     "--servo",
     help=f"play with the servos of this profile, not the policy's own ({', '.join(servos.PROFILES)}; docs/servos.md)",
   )
-  config_lib.add_override_argument(
+  configs.add_override_argument(
     parser, help="change the run's env config before playing, e.g. domain_randomization.com_offset=0.05 (repeatable)"
   )
   parser.add_argument("--output", help="directory for score.json and score.png (default: next to the policy)")
@@ -114,12 +114,12 @@ def main(argv: Sequence[str] | None = None) -> int:
       raise ScoreError(f"--cutoff_frequency must be a positive frequency in Hz, got {args.cutoff_frequency}")
     if args.servo is not None:
       servos.profile(args.servo)
-    overrides = config_lib.parse_overrides(args.overrides)
+    overrides = configs.parse_overrides(args.overrides)
     policy_path, env_config, out_dir = policy_io.resolve_policy(args.path)
     options = None
     if args.runtime:
       metadata = policy_io.read_metadata(policy_path)
-      options = runtime_lib.RuntimeOptions(
+      options = runtime.RuntimeOptions(
         max_motor_velocity=float(metadata.get("max_motor_velocity", 5.24)) if args.clip_motor_velocity else None,
         cutoff_frequency=args.cutoff_frequency,
       )
@@ -137,7 +137,7 @@ def main(argv: Sequence[str] | None = None) -> int:
       servo=args.servo,
       save_obs=args.save_obs,
     )
-  except (ScoreError, checkpointing.CheckpointError, onnx_graph.ExportError, config_lib.ConfigError) as e:
+  except (ScoreError, checkpoints.CheckpointError, onnx_graph.ExportError, configs.ConfigError) as e:
     sys.stderr.write(f"error: {e}\n")
     return 2
   # Other conditions than the training ones never overwrite the run's own score.json.

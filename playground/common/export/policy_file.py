@@ -1,0 +1,199 @@
+"""Writing a trained policy as an ONNX file, checked against the JAX policy.
+
+`export` builds the ONNX model (`onnx_graph`), verifies it against the Brax
+network and writes it atomically; `policy_metadata` is what every policy
+file says about its robot. Exporting a checkpoint from its run directory is
+`playground/export.py`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+from typing import Any
+
+import jax
+import numpy as np
+
+import playground
+from playground.common.export import onnx_graph
+from playground.common.runs import directories
+
+if TYPE_CHECKING:
+  from ml_collections import config_dict
+
+  from playground.common.robot_spec import RobotSpec
+
+POLICY_FILE = "policy.onnx"
+
+
+def jax_policy_fn(network, normalizer, policy_params, obs_key: str | None):
+  """numpy obs -> deterministic actions, computed by the Brax network in JAX."""
+  dist = network.parametric_action_distribution
+
+  @jax.jit
+  def policy(obs):
+    batch = {obs_key: obs} if obs_key else obs
+    logits = network.policy_network.apply(normalizer, policy_params, batch)
+    return dist.mode(logits)
+
+  return lambda obs: np.asarray(policy(obs))
+
+
+def export(
+  path: Path,
+  network,
+  normalizer,
+  policy_params: Mapping[str, Any],
+  obs_key: str | None,
+  action_size: int,
+  activation: str,
+  metadata: Mapping[str, Any],
+  feedforward: Any = None,
+  input_bounds: tuple[np.ndarray, np.ndarray] | None = None,
+  probes: np.ndarray | None = None,
+) -> float:
+  """Writes the ONNX policy to `path` after the parity check; returns max |diff|.
+
+  With `feedforward` (a `reference.Feedforward`), the file outputs the
+  network's action plus the feed-forward, checked against the same sum in JAX.
+  With `input_bounds` (low, high), the file clamps its input first; the JAX
+  side of the check clamps the same way. `probes` are observations the
+  check adds to its samples (e.g. the robot runtime's first frames): the
+  file must match JAX on them and return finite actions.
+
+  Raises:
+    onnx_graph.ExportError: unknown layout or parity failure (nothing written).
+  """
+  mean = normalizer.mean[obs_key] if obs_key else normalizer.mean
+  std = normalizer.std[obs_key] if obs_key else normalizer.std
+  model = onnx_graph.build_model(
+    np.asarray(mean), np.asarray(std), policy_params, action_size, activation, metadata, feedforward, input_bounds
+  )
+  network_policy = jax_policy_fn(network, normalizer, policy_params, obs_key)
+  offsets = jax.jit(feedforward.from_obs_fn()) if feedforward is not None else None
+
+  def policy(obs):
+    if input_bounds is not None:
+      obs = np.clip(obs, *input_bounds).astype(np.float32)
+    actions = network_policy(obs)
+    return actions + np.asarray(offsets(obs)) if offsets is not None else actions
+
+  diff = onnx_graph.verify_parity(model, policy, mean, std, probes=probes)
+  directories.write_atomic(Path(path), model.SerializeToString())
+  return diff
+
+
+def check_policy_files(
+  runner_cls: type[RobotSpec],
+  env_name: str,
+  task: str,
+  env_config: config_dict.ConfigDict,
+  recorded: Mapping[str, str],
+  commit: str | None = None,
+) -> None:
+  """Refuses to export when a file the policy embeds changed since the run recorded it.
+
+  The files are the runner's `policy_files` (e.g. the reference gait of a
+  feed-forward); `recorded` is the run's `file_digests` ({path: sha256}). A
+  recorded path matches the file itself, or, for a file inside the project,
+  the same project-relative path in another checkout. Files the record does
+  not name are not checked (runs recorded before the digests).
+
+  Raises:
+    directories.CheckpointError: one line naming the file, both digests and the fix.
+  """
+  for path in runner_cls.policy_files(env_name, task, env_config):
+    then = _recorded_digest(Path(path), recorded)
+    if then is None:
+      continue
+    try:
+      now = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+      now = "missing"
+    if now != then:
+      where = f"the project at commit {commit[:12]}" if commit else "the project version that trained it"
+      raise directories.CheckpointError(
+        f"{path} changed since the run trained with it (sha256 {then[:12]}... then, {now[:12]}... now), and the "
+        f"policy file would carry the new contents; restore the file, or export with {where}"
+      )
+
+
+def _recorded_digest(path: Path, recorded: Mapping[str, str]) -> str | None:
+  if str(path) in recorded:
+    return recorded[str(path)]
+  try:
+    relative = path.resolve().relative_to(directories.REPO_ROOT).as_posix()
+  except ValueError:
+    return None
+  for name, digest in recorded.items():
+    if Path(name).as_posix().endswith("/" + relative):
+      return digest
+  return None
+
+
+def export_for_runner(
+  path: Path,
+  runner_cls: type[RobotSpec],
+  env_name: str,
+  task: str,
+  env_config: config_dict.ConfigDict,
+  step: int,
+  network,
+  normalizer,
+  policy_params: Mapping[str, Any],
+  obs_key: str | None,
+  action_size: int,
+  activation: str,
+  recorded_files: Mapping[str, str] | None = None,
+  commit: str | None = None,
+) -> float:
+  """`export` with everything the robot's runner says about its policy file.
+
+  Metadata (`policy_metadata`), the feed-forward, the input bounds and the
+  probe observations come from the runner's `policy_*` hooks. With
+  `recorded_files` (the run's `file_digests`), the files the policy embeds
+  are checked against them first (`check_policy_files`; `commit`, the run's
+  `git_commit`, goes into the error).
+  """
+  if recorded_files:
+    check_policy_files(runner_cls, env_name, task, env_config, recorded_files, commit)
+  return export(
+    Path(path),
+    network,
+    normalizer,
+    policy_params,
+    obs_key,
+    action_size,
+    activation,
+    policy_metadata(runner_cls, env_name, task, env_config, step, obs_key),
+    runner_cls.policy_feedforward(env_name, task, env_config),
+    runner_cls.policy_input_bounds(env_name, task, env_config),
+    runner_cls.policy_probe_observations(env_name, task, env_config),
+  )
+
+
+def policy_metadata(
+  runner_cls: type[RobotSpec],
+  env_name: str,
+  task: str,
+  env_config: config_dict.ConfigDict,
+  step: int,
+  obs_key: str | None,
+) -> dict[str, Any]:
+  """Metadata written into every exported policy file."""
+  meta = {
+    "robot": runner_cls.robot,
+    "env": env_name,
+    "task": task,
+    "training_step": step,
+    "project": "duck-playground",
+    "project_version": playground.__version__,
+    "input_name": "obs",
+    "output_name": "continuous_actions",
+    "observation_key": obs_key or "",
+  }
+  meta.update(runner_cls.policy_metadata(env_name, task, env_config))
+  return meta

@@ -1,0 +1,1 @@
+"""Run management, without JAX: flags, run directories and records, resume, compatibility, checkpoints."""

@@ -1,0 +1,1 @@
+"""The Open Duck Mini V2 itself: names, MuJoCo model, servos, sensors and observations, mirror."""
