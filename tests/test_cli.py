@@ -61,7 +61,7 @@ def test_smoke_run_writes_a_loadable_orbax_checkpoint_and_config(smoke_run):
   step_dir = run_dir / "000000002560"
   assert step_dir.is_dir(), sorted(p.name for p in run_dir.iterdir())
   meta = json.loads((step_dir / "meta.json").read_text())
-  assert meta["step"] == 2560 and meta["compatibility"]["observation_shapes"]["state"] == [101]
+  assert meta["step"] == 2560 and meta["compat"]["observation_shapes"]["state"] == [101]
   with ocp.StandardCheckpointer() as checkpointer:
     tree = checkpointer.restore(step_dir / "state")
   policy = tree["training_state"]["params"]["policy"]["params"]
@@ -155,7 +155,7 @@ def fake_run(run_dir: Path, steps=(2560,), planned=2560, **flags) -> Path:
   for step in steps:
     step_dir = run_dir / directories.step_dir_name(step)
     (step_dir / "state").mkdir(parents=True)
-    (step_dir / "meta.json").write_text(json.dumps({"step": step, "compatibility": {"seed": args["seed"]}}))
+    (step_dir / "meta.json").write_text(json.dumps({"step": step, "compat": {"seed": args["seed"]}}))
   return run_dir
 
 

@@ -279,7 +279,7 @@ def test_learning_rate_steps_down_where_the_schedule_says(tmp_path):
 
   assert change(policy[2048], policy[3072]) > 1e-4  # full learning rate
   assert change(policy[3072], policy[4096]) < 1e-6  # 1e-9: Adam moves each weight at most ~lr per update
-  initial = json.loads((run_dir / "config.json").read_text())["hyperparameters"]["learning_rate"]
+  initial = json.loads((run_dir / "config.json").read_text())["ppo_config"]["learning_rate"]
   logged = [v for _, v in read_scalars(run_dir)["train/learning_rate"]]  # one per iteration
   np.testing.assert_allclose(logged, [initial, initial, initial, 1e-9], rtol=1e-6)
 
@@ -303,7 +303,7 @@ def test_nan_guard_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
   assert steps_of(tmp_path / "diverged") == [] and steps_of(run_dir) == [2048]
   assert_trees_equal(load_tree(run_dir / "000000002048"), good)
   config = json.loads((tmp_path / "diverged" / "config.json").read_text())
-  assert config["hyperparameters"]["learning_rate"] == 1e39
+  assert config["ppo_config"]["learning_rate"] == 1e39
 
 
 @pytest.mark.slow

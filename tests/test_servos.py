@@ -103,7 +103,7 @@ def test_the_default_profiles_randomization_draws_what_it_drew_before():
   new, in_axes = randomize.make_randomization_fn(mj_model, targets, servos.domain_randomization(config))(model, keys)
   for name in randomize.RANDOMIZED_FIELDS + randomize.SERVO_FIELDS:
     np.testing.assert_array_equal(np.asarray(getattr(old, name)), np.asarray(getattr(new, name)), err_msg=name)
-  # Damping and force limits stay the model's own (one copy for all registry, float64 in MuJoCo C).
+  # Damping and force limits stay the model's own (one copy for all envs, float64 in MuJoCo C).
   assert in_axes.dof_damping is None and in_axes.actuator_forcerange is None
   # c001: damping and force limits drawn per env within the profile's ranges.
   c001 = servos.select(config, "c001")

@@ -6,7 +6,7 @@ The graph computes exactly what the JAX deterministic policy computes:
     h = LN(act(x @ W0 + b0)) ...                Brax MLP (LayerNorm when enabled)
     out = h @ Wn + bn                           (loc, raw_scale)
     continuous_actions = tanh(out[:, :A])       mode of the tanh-normal policy
-                         (+ feed-forward)      a reference_motion gait, when trained as a residual
+                         (+ feed-forward)      a reference gait, when trained as a residual
 
 The optional feed-forward (`reference_motion.Feedforward`) reads the command and
 the gait phase from `obs` and adds the reference_motion's action offsets, weighted
