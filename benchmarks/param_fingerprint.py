@@ -1,6 +1,6 @@
 """Fingerprint of a short fixed-seed training run: a digest of the policy it exports.
 
-    uv run python -m benchmarks.param_fingerprint [--robot duck|cartpole] [--iterations 2]
+    uv run python -m benchmarks.param_fingerprint [--robot duck|cartpole] [--env NAME] [--iterations 2]
 
 Trains through the command line (`runner.py --preset smoke --seed 0`), then
 reads the exported `policy.onnx` with `onnx` alone (no project code) and
@@ -47,6 +47,7 @@ def digests(policy: Path) -> dict[str, str]:
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--robot", choices=tuple(SCRIPTS), default="duck")
+  parser.add_argument("--env", help="the robot's --env (default: its default env)")
   parser.add_argument("--iterations", type=int, default=2, help="training iterations (smoke preset)")
   args = parser.parse_args()
   script, per_iteration = SCRIPTS[args.robot]
@@ -56,9 +57,11 @@ def main() -> None:
     cmd += ["--checkpoint_every", str(steps), "--output_dir", tmp, "--exp_name", "fp", "--no_step_cache"]
     if args.robot == "duck":
       cmd += ["--score", "off"]
+    if args.env:
+      cmd += ["--env", args.env]
     subprocess.run(cmd, check=True, cwd=REPO_ROOT, stdout=sys.stderr)
     policies = sorted(Path(tmp, "fp").glob("*/policy.onnx"))
-    result = {"robot": args.robot, "env_steps": steps, "policy": policies[-1].parent.name}
+    result = {"robot": args.robot, "env": args.env, "env_steps": steps, "policy": policies[-1].parent.name}
     result.update(digests(policies[-1]))
   commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO_ROOT)
   result["commit"] = commit.stdout.strip()

@@ -28,7 +28,7 @@ def build(env_name: str, task: str, preset: str, num_envs: int | None, overrides
   from playground.common.train.trainer import make_ppo
 
   runner, env, venv, cfg = build_env(env_name, task, overrides, preset, num_envs)
-  return runner, env, venv, make_ppo(runner, cfg, venv), cfg
+  return runner, env, venv, make_ppo(cfg, venv, runner.policy_contract(env, cfg.env_config)), cfg
 
 
 def run(args, impl: str, num_envs: int | None) -> dict:

@@ -22,6 +22,7 @@ from playground import registry
 from playground.common.export import policy_file
 from playground.common.runs import checkpoints
 from playground.common.runs import directories
+from playground.common.runs.arguments import RunArgs
 from playground.common.train import ppo
 
 
@@ -49,6 +50,7 @@ def export_checkpoint(
     raise checkpoints.CheckpointError(f"{config_path} is missing: cannot tell which network to export")
   config = json.loads(config_path.read_text())
   runner_cls = registry.runner_class(config["robot"])
+  runner = runner_cls(RunArgs(env=config["env"], task=config["task"]))
   ppo_cfg = config_dict.ConfigDict(config["ppo_config"])
   env_cfg = config_dict.ConfigDict(config["env_config"])
   compat = meta["compat"]
@@ -84,12 +86,14 @@ def export_checkpoint(
     )
     step = 0
   out = Path(output) if output else step_dir / policy_file.POLICY_FILE
-  diff = policy_file.export_for_runner(
+  # The run's env, built once from its record: the contract comes from it.
+  contract = runner.policy_contract(runner.make_env(config["env"], config["task"], env_cfg), env_cfg)
+  diff = policy_file.export_contract(
     out,
-    runner_cls,
+    contract,
+    runner_cls.robot,
     config["env"],
     config["task"],
-    env_cfg,
     step,
     network,
     normalizer,

@@ -60,6 +60,16 @@ def assert_trees_equal(a, b):
     np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+def duck_contract(env_name="joystick", config=None, task="flat_terrain"):
+  """The Open Duck Mini V2's policy contract for an env config (its default when None), from the built env."""
+  from playground.common.runs.arguments import RunArgs
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+
+  runner = OpenDuckMiniV2Runner(RunArgs(env=env_name, task=task))
+  config = runner.default_env_config(env_name) if config is None else config
+  return runner.policy_contract(runner.make_env(env_name, task, config), config)
+
+
 def write_policy(path, metadata_changes=None, bias=None, history=0):
   """An Open Duck policy file whose action is tanh(bias) whatever it observes (zero: the home pose).
 
@@ -78,7 +88,10 @@ def write_policy(path, metadata_changes=None, bias=None, history=0):
   config = env_class("joystick").default_config()
   config.observation_history = history
   size = observations.state_layout(history).size
-  meta = policy_file.policy_metadata(OpenDuckMiniV2Runner, "joystick", "flat_terrain", config, 0, "state")
+  contract = duck_contract("joystick", config)
+  meta = policy_file.policy_metadata(
+    OpenDuckMiniV2Runner.robot, "joystick", "flat_terrain", 0, "state", contract.metadata
+  )
   meta.update(metadata_changes or {})
   out_bias = np.zeros(28, np.float32)
   if bias is not None:

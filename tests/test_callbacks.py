@@ -11,10 +11,10 @@ import pytest
 
 from playground.cartpole.runner import CartpoleRunner
 from playground.common.runner import RunArgs
+from playground.common.runs import directories
 from playground.common.runs.directories import META_FILE
 from playground.common.runs.directories import STATE_DIR
 from playground.common.runs.tensorboard import read_scalars
-from playground.common.train.session import Session
 
 pytestmark = pytest.mark.slow
 
@@ -29,7 +29,7 @@ class RecordingRunner(CartpoleRunner):
     super().__init__(args)
     self.progress_calls: list[tuple[int, dict[str, float]]] = []
     self.checkpoint_calls: list[dict] = []
-    self.scored: list[tuple[int, Path, Session]] = []
+    self.scored: list[tuple[int, Path, dict]] = []
 
   def on_progress(self, step, metrics):
     self.progress_calls.append((step, dict(metrics)))
@@ -48,11 +48,11 @@ class RecordingRunner(CartpoleRunner):
         "published": step_dir.parent.name == "cb" and not step_dir.name.startswith("."),
       }
     )
-    # The default scores the checkpoint with `score_checkpoint` and the run's session.
+    # The default scores the checkpoint with `score_checkpoint`, which reads the run's record.
     return {**super().on_checkpoint(step, step_dir), "callback/step_seen": float(step)}
 
-  def score_checkpoint(self, step_dir, step, session):
-    self.scored.append((step, Path(step_dir), session))
+  def score_checkpoint(self, step_dir, step):
+    self.scored.append((step, Path(step_dir), directories.read_record(Path(step_dir).parent)))
     return {"callback/scored": 1.0}
 
 
@@ -98,10 +98,10 @@ def test_on_checkpoint_runs_once_per_complete_checkpoint_and_its_scalars_reach_t
   for c in calls:
     assert c["state"] and c["policy"] and c["meta"] and c["published"], c
     assert c["step_dir"] == run_dir.resolve() / f"{c['step']:012d}"
-  # The default `on_checkpoint` passed the run's session to `score_checkpoint`.
+  # The default `on_checkpoint` called `score_checkpoint` on each complete checkpoint, whose run record is there.
   assert [(step, path) for step, path, _ in runner.scored] == [(c["step"], c["step_dir"]) for c in calls]
-  for _, _, session in runner.scored:
-    assert isinstance(session, Session) and session.env_name == "balance" and session.task == "default"
+  for _, _, record in runner.scored:
+    assert record["env"] == "balance" and record["task"] == "default" and record["env_config"]
   scalars = read_scalars(run_dir)
   assert scalars["callback/step_seen"] == [(1024, 1024.0), (2048, 2048.0)]
   assert [step for step, _ in scalars["callback/scored"]] == [1024, 2048]

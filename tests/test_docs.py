@@ -141,7 +141,7 @@ def test_the_readme_observation_layout_matches_the_code():
   """
   from playground.open_duck_mini_v2.evaluation import runtime
 
-  source = (ROOT / "playground" / "open_duck_mini_v2" / "observations.py").read_text()
+  source = (ROOT / "playground" / "open_duck_mini_v2" / "model" / "observations.py").read_text()
   fields = re.search(r"_STATE_FIELDS = \((.*?)\n\)", source, flags=re.S)
   assert fields, "observations.py no longer declares _STATE_FIELDS"
   names = re.findall(r'\("(\w+)",', fields.group(1))

@@ -14,6 +14,7 @@ import pytest
 from brax.training.acme import running_statistics
 from helpers import EXPORT
 from helpers import REPO_ROOT
+from helpers import duck_contract
 from helpers import run_cli
 from ml_collections import config_dict
 
@@ -183,14 +184,13 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place):
   """A residual policy's ONNX adds the env's feed-forward, read from the observation's command and phase
   (at a zero command only with `reference.step_in_place`)."""
   from playground.open_duck_mini_v2.model import observations
-  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
   from playground.open_duck_mini_v2.tasks import joystick
 
   config = joystick.default_config()
   config.reference.feedforward = True
   config.reference.step_in_place = in_place
-  ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", config)
-  assert ff is not None and OpenDuckMiniV2Runner.policy_feedforward("standing", "flat_terrain", config) is None
+  ff = duck_contract("joystick", config).feedforward
+  assert ff is not None and duck_contract("standing").feedforward is None
   size, actions = observations.STATE_LAYOUT.size, observations.NUM_ACTIONS
   network, params, normalizer = _small_state_policy(size, actions, seed=1)
   path = tmp_path / "ff.onnx"
@@ -227,16 +227,16 @@ def test_a_feedforward_policy_gives_finite_actions_on_the_runtime_first_frame(tm
   from playground.open_duck_mini_v2.evaluation import runtime
   from playground.open_duck_mini_v2.model import observations
   from playground.open_duck_mini_v2.model import robot_model
-  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
   from playground.open_duck_mini_v2.tasks import joystick
 
   config = joystick.default_config()
   config.reference.feedforward = True
-  ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", config)
+  contract = duck_contract("joystick", config)
+  ff = contract.feedforward
   size, actions = observations.STATE_LAYOUT.size, observations.NUM_ACTIONS
   network, params, normalizer = _small_state_policy(size, actions, seed=2)
   path = tmp_path / "ff.onnx"
-  bounds = OpenDuckMiniV2Runner.policy_input_bounds("joystick", "flat_terrain", config)
+  bounds = contract.input_bounds
   policy_file.export(path, network, normalizer, params, "state", actions, "swish", {}, ff, bounds)
   model = robot_model.load_model("flat_terrain")
   home = robot_model.RobotIndices.from_model(model).home_ctrl

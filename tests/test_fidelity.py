@@ -11,13 +11,13 @@ import jax.numpy as jp
 import mujoco
 import numpy as np
 import pytest
+from helpers import duck_contract
 from mujoco import mjx
 
 from playground.common.tasks import randomize
 from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.model import observations
 from playground.open_duck_mini_v2.model import robot_model
-from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 from playground.open_duck_mini_v2.tasks import gait_generator
 from playground.open_duck_mini_v2.tasks.registry import env_class
 
@@ -100,7 +100,7 @@ def test_metadata_writes_the_gait_frequency_the_env_uses(tmp_path, caplog):
   config.reference.path = str(path)
   config.gait_frequency = 3.0  # ignored: the reference sets the phase clock
   with caplog.at_level(logging.WARNING, logger="playground"):
-    meta = OpenDuckMiniV2Runner.policy_metadata("joystick", "flat_terrain", config)
+    meta = duck_contract("joystick", config).metadata
   assert meta["gait_frequency_hz"] == pytest.approx(1 / 0.55)
   assert meta["gait_period_steps"] == pytest.approx(27.5)
   assert "not a whole number" in caplog.text
@@ -110,7 +110,7 @@ def test_metadata_writes_the_gait_frequency_the_env_uses(tmp_path, caplog):
   caplog.clear()
   config.reference.path = ""
   with caplog.at_level(logging.WARNING, logger="playground"):
-    meta = OpenDuckMiniV2Runner.policy_metadata("joystick", "flat_terrain", config)
+    meta = duck_contract("joystick", config).metadata
   assert meta["gait_period_steps"] == pytest.approx(27.0) and "whole number" not in caplog.text
 
 

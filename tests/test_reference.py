@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
+from helpers import duck_contract
 from helpers import run_cli
 from ml_collections.config_dict import ConfigDict
 
@@ -18,7 +19,6 @@ from playground.common.runs import checkpoints
 from playground.common.runs.tensorboard import read_scalars
 from playground.common.tasks import reference_motion
 from playground.open_duck_mini_v2.model import constants
-from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 from playground.open_duck_mini_v2.tasks import gait_generator
 from playground.open_duck_mini_v2.tasks import gait_tables
 from playground.open_duck_mini_v2.tasks import joystick
@@ -269,7 +269,7 @@ def test_training_with_a_converted_community_file_logs_imitation_components(tmp_
   model.graph.output.append(onnx.helper.make_tensor_value_info("residual", onnx.TensorProto.FLOAT, None))
   session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
   env_config = ConfigDict(json.loads((tmp_path / "imitation" / "config.json").read_text())["env_config"])
-  ff = OpenDuckMiniV2Runner.policy_feedforward("joystick", "flat_terrain", env_config)
+  ff = duck_contract("joystick", env_config).feedforward
   assert ff is not None and ff.offsets.shape[:3] == (3, 2, 2)  # the community grid
   obs = np.zeros((1, meta["observation_size"]), np.float32)
   obs[0, ff.command_index] = 0.15

@@ -9,6 +9,7 @@ import mujoco
 import numpy as np
 import pytest
 from helpers import REPO_ROOT
+from helpers import duck_contract
 from helpers import run_cli
 from ml_collections import config_dict
 from mujoco import mjx
@@ -18,7 +19,6 @@ from playground.common.runner import RunArgs
 from playground.common.tasks import mjcf
 from playground.common.tasks import randomize
 from playground.common.tasks.reference_motion import ReferenceTable
-from playground.open_duck_mini_v2 import runner_hooks
 from playground.open_duck_mini_v2.evaluation import player
 from playground.open_duck_mini_v2.evaluation import policy_io
 from playground.open_duck_mini_v2.evaluation import runtime
@@ -193,12 +193,12 @@ def test_the_derived_gait_obeys_the_speed_limit():
 
 
 def test_the_policy_metadata_carries_the_servo_profile():
-  default = runner_hooks.policy_metadata("joystick", "flat_terrain", env_class("joystick").default_config())
+  default = duck_contract("joystick").metadata
   assert default["servo_profile"] == "sts3215_7v4" and default["max_motor_velocity"] == 5.24
   assert default["gait_period_steps"] == 27
   config = env_class("joystick").default_config()
   config.servo_profile = "c001"
-  metadata = runner_hooks.policy_metadata("joystick", "flat_terrain", config)
+  metadata = duck_contract("joystick", config).metadata
   assert metadata["servo_profile"] == "c001" and metadata["max_motor_velocity"] == 2.7
   assert metadata["gait_period_steps"] == 53  # the gait slowed down to the c001's speed
 

@@ -28,7 +28,7 @@ def duck_model():
 
 @pytest.fixture(scope="module")
 def joints():
-  return duck_mirror.joint_map()
+  return duck_mirror.joint_map(robot_model.load_model("flat_terrain"))
 
 
 def test_signed_permutation_rejects_a_non_permutation_and_a_bad_sign():
@@ -48,7 +48,7 @@ def test_the_duck_mirror_is_an_involution_on_every_observation_and_the_action(hi
   config = default_config()
   config.observation_history = history
   config.critic_dynamics = dynamics
-  m = duck_mirror.policy_mirror("flat_terrain", config)
+  m = duck_mirror.policy_mirror(robot_model.load_model("flat_terrain"), config)
   assert m.observation["state"].size == observations.state_layout(history).size
   assert m.observation["privileged_state"].size == observations.privileged_layout(history, dynamics).size
   x = {k: np.random.default_rng(0).normal(size=(3, p.size)) for k, p in m.observation.items()}
@@ -162,7 +162,7 @@ def test_the_reference_gait_is_its_own_mirror_half_a_period_later():
   config = default_config()
   config.reference.feedforward = True
   feedforward = Joystick(config=config).feedforward.from_obs_fn()
-  m = duck_mirror.policy_mirror("flat_terrain", config)
+  m = duck_mirror.policy_mirror(robot_model.load_model("flat_terrain"), config)
   slices = observations.state_layout(0).slices
   rng = np.random.default_rng(0)
   obs = np.zeros((256, 101), np.float32)

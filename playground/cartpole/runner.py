@@ -120,15 +120,15 @@ class CartpoleRunner(BaseRunner):
   def ppo_config(self, env_name: str, preset: str) -> config_dict.ConfigDict:
     return ppo_config(env_name, preset)
 
-  @classmethod
-  def policy_mirror(cls, env_name, task, env_config):
-    """The reflection through the rail's middle: cart position, pole sine, both
-    velocities and the force change sign (observation: x, cos, sin, x', angle')."""
+  def policy_contract(self, env, env_config):
+    """The mirror only: the reflection through the rail's middle, where cart position, pole
+    sine, both velocities and the force change sign (observation: x, cos, sin, x', angle')."""
+    from playground.common.export.contract import PolicyContract
     from playground.common.tasks import symmetry
 
-    del env_name, task, env_config
+    del env, env_config
     flip = symmetry.SignedPermutation((0, 1, 2, 3, 4), (-1.0, 1.0, -1.0, -1.0, -1.0))
-    return symmetry.Mirror(observation=flip, action=symmetry.SignedPermutation((0,), (-1.0,)))
+    return PolicyContract(mirror=symmetry.Mirror(observation=flip, action=symmetry.SignedPermutation((0,), (-1.0,))))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -35,7 +35,7 @@ def default_config() -> config_dict.ConfigDict:
       init_noise_std=0.5,  # initial std of the action noise (before tanh)
       init_action_mean_scale=0.01,  # shrinks the initial action mean towards 0
       # True: every PPO batch also holds the mirror image of each trajectory
-      # (`symmetry.augment`); needs a runner whose `policy_mirror` gives one.
+      # (`symmetry.augment`); needs a runner whose `policy_contract` has a mirror.
       symmetry_augmentation=False,
       policy_obs_key="state",
       value_obs_key="privileged_state",

@@ -27,8 +27,8 @@ if TYPE_CHECKING:
 
   from mujoco_playground import MjxEnv
 
+  from playground.common.export.contract import PolicyContract
   from playground.common.tasks.randomize import RandomizationFn
-  from playground.common.train.session import Session
 
 
 class RobotSpec(abc.ABC):
@@ -40,7 +40,6 @@ class RobotSpec(abc.ABC):
   Attributes:
     args: the run's flags (restored from the record by `--resume`).
     resume_record: the run's record (`config.json`) once `--resume` has read it.
-    session: what the run trains with, set by the trainer once built (None before).
   """
 
   robot: ClassVar[str] = "robot"
@@ -61,7 +60,6 @@ class RobotSpec(abc.ABC):
     self.args = args
     self._default_exp_name: str | None = None
     self.resume_record: dict[str, Any] | None = None
-    self.session: Session | None = None
 
   # ---- What a robot provides.
 
@@ -104,48 +102,19 @@ class RobotSpec(abc.ABC):
     """The evaluation environment; the training env by default."""
     return self.make_env(env_name, task, env_config)
 
-  @classmethod
-  def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
-    """Robot facts written into exported policy files (observation layout,
-    action order, scales, home pose, control period); none by default."""
-    del env_name, task, env_config
-    return {}
+  def policy_contract(self, env: MjxEnv, env_config: config_dict.ConfigDict) -> PolicyContract:
+    """What a policy of `env` needs to be exported, scored and played, built once from the built env.
 
-  @classmethod
-  def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-    """The `reference.Feedforward` the env adds to the policy's action (the exported
-    policy adds it too), or None (the default: the network's action is the action)."""
-    del env_name, task, env_config
-    return None
+    Called right after the env is built (the trainer's, or the one an export
+    of a checkpoint builds from the run's record); see `contract.PolicyContract`
+    for its parts (metadata, feed-forward, input bounds, probe observations,
+    mirror, embedded files). The default is an empty contract: no metadata
+    beyond the run's own, the network's action is the action, no mirror.
+    """
+    del env, env_config
+    from playground.common.export.contract import PolicyContract
 
-  @classmethod
-  def policy_files(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> tuple[Path, ...]:
-    """Files whose contents the exported policy embeds (e.g. the reference gait its
-    feed-forward adds); none by default. An export refuses to write a policy when
-    one of them differs from the digest the run recorded (`policy_file.check_policy_files`)."""
-    del env_name, task, env_config
-    return ()
-
-  @classmethod
-  def policy_input_bounds(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-    """(low, high) per policy input that the exported file clamps its input to
-    (e.g. commands to the trained range), or None (the default: no clamp)."""
-    del env_name, task, env_config
-    return None
-
-  @classmethod
-  def policy_probe_observations(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-    """Observations [k, obs_size] the export must handle (e.g. a robot runtime's
-    first frames): checked against JAX and for finite actions; None by default."""
-    del env_name, task, env_config
-    return None
-
-  @classmethod
-  def policy_mirror(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-    """The robot's left/right `symmetry.Mirror` of the env's observations and
-    actions, for `ppo.symmetry_augmentation`; None by default (no mirror)."""
-    del env_name, task, env_config
-    return None
+    return PolicyContract()
 
   def cpu_warning(self, num_timesteps: int) -> str | None:
     """One line the trainer logs when this run trains on a CPU (e.g. that its preset is
@@ -172,26 +141,29 @@ class RobotSpec(abc.ABC):
     """Called on process 0 once checkpoint `step` is complete; returns scalars for TensorBoard.
 
     When it runs, `step_dir` holds the Orbax state (`state/`), `meta.json`
-    and `policy.onnx` (unless its export failed, which is logged), and older
-    checkpoints beyond `--keep_last` are pruned. The returned scalars (may be
-    empty) are written to TensorBoard at `step`. An exception is logged, not
-    raised (training goes on). The default calls `score_checkpoint` with
-    the run's `session`.
+    and `policy.onnx` (unless its export failed, which is logged), its run
+    directory holds the run's record (`config.json`), and older checkpoints
+    beyond `--keep_last` are pruned. The returned scalars (may be empty) are
+    written to TensorBoard at `step`. An exception is logged, not raised
+    (training goes on). The default calls `score_checkpoint`.
 
     Args:
       step: the env step count of the checkpoint.
       step_dir: the checkpoint's directory (`<run_dir>/<step, 12 digits>`).
     """
-    return self.score_checkpoint(step_dir, step, self.session)
+    return self.score_checkpoint(step_dir, step)
 
-  def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
+  def score_checkpoint(self, step_dir: Path, step: int) -> dict[str, float]:
     """Scores a just-written checkpoint; returns scalars for TensorBoard (none by default).
 
     Robots override this to measure what return cannot show (e.g. whether the
-    policy walks on command). Called by the default `on_checkpoint`, with the
-    same guarantees (process 0, a complete checkpoint, exceptions logged).
+    policy walks on command), from what is on disk: the checkpoint's
+    `policy.onnx` and the run's record (`directories.read_record(step_dir.parent)`:
+    env, task, env config), as a scorecard of a finished run would. Called by
+    the default `on_checkpoint`, with the same guarantees (process 0, a
+    complete checkpoint, exceptions logged).
     """
-    del step_dir, step, session
+    del step_dir, step
     return {}
 
   def named_files(self, cfg: ResolvedConfig) -> dict[str, Any]:

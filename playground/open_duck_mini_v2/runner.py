@@ -21,6 +21,7 @@ from playground.common.configs import ConfigError
 from playground.common.runner import REPO_ROOT
 from playground.common.runner import BaseRunner
 from playground.common.runner import ResolvedConfig
+from playground.common.runs import directories
 from playground.open_duck_mini_v2 import presets
 from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.model import servos
@@ -29,7 +30,7 @@ from playground.open_duck_mini_v2.tasks.registry import ENVS
 from playground.open_duck_mini_v2.tasks.registry import env_class
 
 if TYPE_CHECKING:
-  from playground.common.train.session import Session
+  from playground.common.export.contract import PolicyContract
 
 
 logger = logging.getLogger("playground")
@@ -141,59 +142,29 @@ class OpenDuckMiniV2Runner(BaseRunner):
         files["reference_table"] = str(gait_tables.table_path(cfg.env_config))
     return files
 
-  @classmethod
-  def policy_metadata(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
-    """What the robot runtime needs to feed and read the ONNX policy (`runner_hooks.policy_metadata`)."""
-    return _hooks().policy_metadata(env_name, task, env_config)
-
-  @classmethod
-  def policy_input_bounds(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-    """The 7 commands clamped to the ranges the env trained with; other inputs unbounded."""
-    del task
-    return _hooks().policy_input_bounds(env_name, env_config)
-
-  @classmethod
-  def policy_probe_observations(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-    """The Open Duck runtime's first frames at zero, edge and out-of-range commands."""
-    return _hooks().policy_probe_observations(env_name, task, env_config)
-
-  @classmethod
-  def policy_mirror(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-    """The duck's left/right mirror (`mirror.policy_mirror`); the same for every env."""
-    del env_name
-    return _hooks().policy_mirror(task, env_config)
-
-  @classmethod
-  def policy_files(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> tuple[Path, ...]:
-    """The reference table, when the joystick env adds its gait to the action: the
-    exported file carries that gait, so it must be the table the run trained with."""
-    del task
-    from playground.open_duck_mini_v2.tasks import gait_tables  # its table layout loads JAX
-
-    if env_name != "joystick" or not gait_tables.feedforward_on(env_config):
-      return ()
-    return (gait_tables.table_path(env_config),)
-
-  @classmethod
-  def policy_feedforward(cls, env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-    """The joystick env's reference feed-forward when `reference.feedforward` is on."""
-    return _hooks().policy_feedforward(env_name, task, env_config)
+  def policy_contract(self, env, env_config: config_dict.ConfigDict) -> PolicyContract:
+    """The duck's contract, from the built env (`runner_hooks.policy_contract`): the runtime's
+    metadata, the commands clamped to their trained ranges, the runtime's first frames as probes,
+    the left/right mirror, and the reference gait when the joystick env adds it to the action."""
+    return _hooks().policy_contract(env, self.args.env, env_config)
 
   def score_seeds(self) -> int:
     """Episodes per command of the in-run scorecard: `--score_seeds`, else the preset's `score_seeds`."""
     return int(self.args.extra.get("score_seeds") or PRESETS[self.args.preset].score_seeds)
 
-  def score_checkpoint(self, step_dir: Path, step: int, session: Session) -> dict[str, float]:
+  def score_checkpoint(self, step_dir: Path, step: int) -> dict[str, float]:
     """Plays the checkpoint's policy on the scorecard suite; writes score.json/png next to it.
 
-    Plays it twice: observed by the env's functions (`score.json`, `score/*`)
-    and as the robot runtime does (`score_runtime.json`, `score/runtime_*`).
-    Also keeps the run's `best_policy.onnx` / `best_score.json` (`best_policy.update_best`).
+    Plays it twice, with the run's recorded env config and task: observed by
+    the env's functions (`score.json`, `score/*`) and as the robot runtime
+    does (`score_runtime.json`, `score/runtime_*`). Also keeps the run's
+    `best_policy.onnx` / `best_score.json` (`best_policy.update_best`).
     """
     mode = self.args.extra.get("score", "auto")
-    if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or session.env_name != "joystick":
+    record = directories.read_record(Path(step_dir).parent)
+    if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or record["env"] != "joystick":
       return {}
-    return _hooks().score_checkpoint(Path(step_dir), step, session, self.score_seeds())
+    return _hooks().score_checkpoint(Path(step_dir), step, record["env_config"], record["task"], self.score_seeds())
 
   def cpu_warning(self, num_timesteps: int) -> str | None:
     """For `--preset full` on a CPU: its estimated time here, and the CPU preset."""

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 from ml_collections import config_dict
 
+from playground.common.export.contract import PolicyContract
 from playground.common.export.policy_file import POLICY_FILE
 from playground.common.tasks import randomize
 from playground.common.tasks.randomize import RandomizationFn
-from playground.common.train.session import Session
 from playground.open_duck_mini_v2.evaluation import best_policy
 from playground.open_duck_mini_v2.evaluation import runtime
 from playground.open_duck_mini_v2.evaluation import scorecard
@@ -26,10 +26,9 @@ from playground.open_duck_mini_v2.model import commands
 from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.model import mirror
 from playground.open_duck_mini_v2.model import observations
-from playground.open_duck_mini_v2.model import robot_model
 from playground.open_duck_mini_v2.model import servos
+from playground.open_duck_mini_v2.tasks import gait_tables
 from playground.open_duck_mini_v2.tasks import joystick
-from playground.open_duck_mini_v2.tasks.registry import env_class
 from playground.open_duck_mini_v2.tasks.registry import randomization_targets
 
 logger = logging.getLogger("playground")
@@ -42,10 +41,28 @@ def make_randomizer(env, env_config: config_dict.ConfigDict) -> RandomizationFn 
   return randomize.make_randomization_fn(env.mj_model, randomization_targets(), servos.domain_randomization(env_config))
 
 
-def policy_metadata(env_name: str, task: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
+def policy_contract(env: Any, env_name: str, env_config: config_dict.ConfigDict) -> PolicyContract:
+  """The duck's policy contract, from the env it trains (`RobotSpec.policy_contract`).
+
+  Everything comes from the built env: its model (home pose, the runtime's
+  first frames, the mirror), its gait frequency and the feed-forward it adds
+  to the action (the joystick env's reference gait, when on; the file then
+  embeds that table).
+  """
+  feedforward = getattr(env, "feedforward", None)
+  return PolicyContract(
+    metadata=policy_metadata(env, env_name, env_config),
+    feedforward=feedforward,
+    input_bounds=policy_input_bounds(env_config),
+    probe_observations=policy_probe_observations(env, env_config),
+    mirror=mirror.policy_mirror(env.mj_model, env_config),
+    files=(gait_tables.table_path(env_config),) if feedforward is not None else (),
+  )
+
+
+def policy_metadata(env: Any, env_name: str, env_config: config_dict.ConfigDict) -> dict[str, Any]:
   """What the robot runtime needs to feed and read the ONNX policy."""
-  ids = robot_model.RobotIndices.from_model(robot_model.load_model(task))
-  frequency = env_class(env_name).gait_frequency_of(env_config)
+  frequency = env.gait_frequency
   ctrl_dt = float(env_config.ctrl_dt)
   history = int(env_config.get("observation_history", 0))
   layout = observations.state_layout(history)
@@ -68,7 +85,7 @@ def policy_metadata(env_name: str, task: str, env_config: config_dict.ConfigDict
     "command_names": list(commands.NAMES),
     "action_names": list(constants.ACTUATOR_NAMES),
     "action_scale": float(env_config.action_scale),
-    "home_pose": [float(x) for x in ids.home_ctrl],
+    "home_pose": [float(x) for x in env.ids.home_ctrl],
     "servo_profile": servos.name_of(env_config),
     "max_motor_velocity": servos.speed_limit(env_config),
     "control_period_s": float(env_config.ctrl_dt),
@@ -87,8 +104,8 @@ def policy_metadata(env_name: str, task: str, env_config: config_dict.ConfigDict
   }
 
 
-def policy_input_bounds(env_name: str, env_config: config_dict.ConfigDict) -> tuple[np.ndarray, np.ndarray]:
-  """(low, high) of the policy's inputs: the 7 commands clamped to their training ranges, the rest unbounded."""
+def policy_input_bounds(env_config: config_dict.ConfigDict) -> tuple[np.ndarray, np.ndarray]:
+  """(low, high) of the policy's inputs: the commands clamped to their training ranges, the rest unbounded."""
   size = observations.state_layout(int(env_config.get("observation_history", 0))).size
   low, high = np.full(size, -np.finfo(np.float32).max), np.full(size, np.finfo(np.float32).max)
   start = observations.STATE_LAYOUT.slices["command"].start
@@ -97,17 +114,15 @@ def policy_input_bounds(env_name: str, env_config: config_dict.ConfigDict) -> tu
   return low.astype(np.float32), high.astype(np.float32)
 
 
-def policy_probe_observations(env_name: str, task: str, env_config: config_dict.ConfigDict) -> np.ndarray:
+def policy_probe_observations(env: Any, env_config: config_dict.ConfigDict) -> np.ndarray:
   """The Open Duck runtime's first frames (phase (0, 0), home pose at rest) at zero, edge and
   out-of-range commands: the export must give finite actions that match JAX on them."""
   history = int(env_config.get("observation_history", 0))
-  model = robot_model.load_model(task)
-  ids = robot_model.RobotIndices.from_model(model)
   ranges = np.array(commands.ranges(env_config.command_config))
   forward = np.zeros(commands.SIZE)
   forward[0] = 0.1
   probes = np.stack([np.zeros(commands.SIZE), ranges[:, 1], ranges[:, 0], 3 * ranges[:, 1], forward])
-  frames = runtime.first_frames(model, ids.home_ctrl, probes)
+  frames = runtime.first_frames(env.mj_model, env.ids.home_ctrl, probes)
   if history:
     # The history block at zero: whatever a runtime starts its buffer with, the actions must be finite.
     frames = np.concatenate(
@@ -116,23 +131,7 @@ def policy_probe_observations(env_name: str, task: str, env_config: config_dict.
   return frames
 
 
-def policy_mirror(task: str, env_config: config_dict.ConfigDict) -> Any:
-  """The duck's left/right mirror (`mirror.policy_mirror`); the same for every env."""
-  return mirror.policy_mirror(task, env_config)
-
-
-def policy_feedforward(env_name: str, task: str, env_config: config_dict.ConfigDict) -> Any:
-  """The joystick env's reference feed-forward when `reference.feedforward` is on, else None."""
-  if env_name != "joystick" or not joystick.feedforward_on(env_config):
-    return None
-  ids = robot_model.RobotIndices.from_model(robot_model.load_model(task))
-  reference = joystick.load_reference(env_config)
-  return joystick.make_feedforward(
-    reference, ids.home_ctrl, float(env_config.action_scale), joystick.step_in_place(env_config)
-  )
-
-
-def score_checkpoint(step_dir: Path, step: int, session: Session, seeds: int) -> dict[str, float]:
+def score_checkpoint(step_dir: Path, step: int, env_config: dict[str, Any], task: str, seeds: int) -> dict[str, float]:
   """Plays a checkpoint's `policy.onnx` on the scorecard suite, twice, and keeps the run's best policy.
 
   Observed by the env's functions (`score.json`, `score/*`) with `seeds`
@@ -144,11 +143,10 @@ def score_checkpoint(step_dir: Path, step: int, session: Session, seeds: int) ->
   policy = Path(step_dir) / POLICY_FILE
   if not policy.is_file():
     return {}
-  env_config = session.cfg.env_config.to_dict()
-  card = scorecard.score(policy, env_config, seeds=seeds, task=session.task)
+  card = scorecard.score(policy, env_config, seeds=seeds, task=task)
   scorecard.write(card, Path(step_dir))
   logger.info("%s (step %s, %.1f s)", scorecard.headline_line(card), f"{step:,}", card["wall_time_s"])
-  runtime_card = scorecard.score(policy, env_config, seeds=max(2, seeds // 6), task=session.task, source="runtime")
+  runtime_card = scorecard.score(policy, env_config, seeds=max(2, seeds // 6), task=task, source="runtime")
   scorecard.write(runtime_card, Path(step_dir), "score_runtime")
   logger.info("%s (%.1f s)", scorecard.headline_line(runtime_card), runtime_card["wall_time_s"])
   run_dir = Path(step_dir).parent

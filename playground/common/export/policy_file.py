@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -22,9 +23,7 @@ from playground.common.export import onnx_graph
 from playground.common.runs import directories
 
 if TYPE_CHECKING:
-  from ml_collections import config_dict
-
-  from playground.common.robot_spec import RobotSpec
+  from playground.common.export.contract import PolicyContract
 
 POLICY_FILE = "policy.onnx"
 
@@ -86,17 +85,10 @@ def export(
   return diff
 
 
-def check_policy_files(
-  runner_cls: type[RobotSpec],
-  env_name: str,
-  task: str,
-  env_config: config_dict.ConfigDict,
-  recorded: Mapping[str, str],
-  commit: str | None = None,
-) -> None:
+def check_policy_files(files: Sequence[Path], recorded: Mapping[str, str], commit: str | None = None) -> None:
   """Refuses to export when a file the policy embeds changed since the run recorded it.
 
-  The files are the runner's `policy_files` (e.g. the reference gait of a
+  The files are the contract's `files` (e.g. the reference gait of a
   feed-forward); `recorded` is the run's `file_digests` ({path: sha256}). A
   recorded path matches the file itself, or, for a file inside the project,
   the same project-relative path in another checkout. Files the record does
@@ -105,7 +97,7 @@ def check_policy_files(
   Raises:
     directories.CheckpointError: one line naming the file, both digests and the fix.
   """
-  for path in runner_cls.policy_files(env_name, task, env_config):
+  for path in files:
     then = _recorded_digest(Path(path), recorded)
     if then is None:
       continue
@@ -134,12 +126,12 @@ def _recorded_digest(path: Path, recorded: Mapping[str, str]) -> str | None:
   return None
 
 
-def export_for_runner(
+def export_contract(
   path: Path,
-  runner_cls: type[RobotSpec],
+  contract: PolicyContract,
+  robot: str,
   env_name: str,
   task: str,
-  env_config: config_dict.ConfigDict,
   step: int,
   network,
   normalizer,
@@ -150,16 +142,16 @@ def export_for_runner(
   recorded_files: Mapping[str, str] | None = None,
   commit: str | None = None,
 ) -> float:
-  """`export` with everything the robot's runner says about its policy file.
+  """`export` with everything the robot's policy contract says about its policy file.
 
-  Metadata (`policy_metadata`), the feed-forward, the input bounds and the
-  probe observations come from the runner's `policy_*` hooks. With
-  `recorded_files` (the run's `file_digests`), the files the policy embeds
-  are checked against them first (`check_policy_files`; `commit`, the run's
-  `git_commit`, goes into the error).
+  Metadata (`policy_metadata`: the run's own, then the contract's), the
+  feed-forward, the input bounds and the probe observations come from the
+  contract (`RobotSpec.policy_contract`). With `recorded_files` (the run's
+  `file_digests`), the files the policy embeds are checked against them
+  first (`check_policy_files`; `commit`, the run's `git_commit`, goes into the error).
   """
   if recorded_files:
-    check_policy_files(runner_cls, env_name, task, env_config, recorded_files, commit)
+    check_policy_files(contract.files, recorded_files, commit)
   return export(
     Path(path),
     network,
@@ -168,24 +160,19 @@ def export_for_runner(
     obs_key,
     action_size,
     activation,
-    policy_metadata(runner_cls, env_name, task, env_config, step, obs_key),
-    runner_cls.policy_feedforward(env_name, task, env_config),
-    runner_cls.policy_input_bounds(env_name, task, env_config),
-    runner_cls.policy_probe_observations(env_name, task, env_config),
+    policy_metadata(robot, env_name, task, step, obs_key, contract.metadata),
+    contract.feedforward,
+    contract.input_bounds,
+    contract.probe_observations,
   )
 
 
 def policy_metadata(
-  runner_cls: type[RobotSpec],
-  env_name: str,
-  task: str,
-  env_config: config_dict.ConfigDict,
-  step: int,
-  obs_key: str | None,
+  robot: str, env_name: str, task: str, step: int, obs_key: str | None, robot_metadata: Mapping[str, Any]
 ) -> dict[str, Any]:
-  """Metadata written into every exported policy file."""
+  """Metadata written into every exported policy file: the run's, then the robot's (its contract's `metadata`)."""
   meta = {
-    "robot": runner_cls.robot,
+    "robot": robot,
     "env": env_name,
     "task": task,
     "training_step": step,
@@ -195,5 +182,5 @@ def policy_metadata(
     "output_name": "continuous_actions",
     "observation_key": obs_key or "",
   }
-  meta.update(runner_cls.policy_metadata(env_name, task, env_config))
+  meta.update(robot_metadata)
   return meta

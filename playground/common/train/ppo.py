@@ -166,7 +166,7 @@ class PPO:
       self.mirror = None
     elif self.mirror is None:
       raise ValueError(
-        "ppo.symmetry_augmentation=True needs a robot whose runner defines policy_mirror; this one does not"
+        "ppo.symmetry_augmentation=True needs a robot whose policy contract has a mirror; this one has none"
       )
     self.obs_shapes = observation_shapes(self.venv.observation_size)
     obs_is_dict = isinstance(self.obs_shapes, Mapping)

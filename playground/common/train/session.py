@@ -13,6 +13,7 @@ from typing import Any
 if TYPE_CHECKING:
   from mujoco_playground import MjxEnv
 
+  from playground.common.export.contract import PolicyContract
   from playground.common.runs.arguments import ResolvedConfig
   from playground.common.train import vec_env
   from playground.common.train.evaluator import Evaluator
@@ -29,6 +30,8 @@ class Session:
   task: str
   env: MjxEnv
   venv: vec_env.VecEnv
+  #: What the policy needs to be exported, scored and played (`RobotSpec.policy_contract`).
+  contract: PolicyContract
   ppo: PPO
   evaluator: Evaluator
   #: The compatibility fingerprint written into every checkpoint.

@@ -50,6 +50,7 @@ from playground.common.train.stop_request import STOP_TIMEOUT_S
 from playground.common.train.stop_request import StopRequest
 
 if TYPE_CHECKING:
+  from playground.common.export.contract import PolicyContract
   from playground.common.robot_spec import RobotSpec
   from playground.common.runs.arguments import ResolvedConfig
 
@@ -144,7 +145,6 @@ class Trainer:
     self.runner = runner
     self.session = session
     # What the robot's hooks (`on_checkpoint` -> `score_checkpoint`) see of the run.
-    runner.session = session
     self.run_dir = run_dir
     p = session.cfg.ppo_config
     self.total = int(p.num_timesteps)
@@ -382,12 +382,12 @@ class Trainer:
     ppo = s.ppo
     normalizer, policy_params, _ = ppo.inference_params(ts)
     obs_key = ppo.config.policy_obs_key if isinstance(ppo.obs_shapes, dict) else None
-    policy_file.export_for_runner(
+    policy_file.export_contract(
       Path(directory) / policy_file.POLICY_FILE,
-      type(self.runner),
+      s.contract,
+      self.runner.robot,
       s.env_name,
       s.task,
-      s.cfg.env_config,
       step,
       ppo.network,
       normalizer,
@@ -415,14 +415,15 @@ LOOP_ONLY_PPO_KEYS = ("num_timesteps", "eval_every", "log_every", "checkpoint_ev
 
 
 def build(runner: RobotSpec, cfg: ResolvedConfig) -> Session:
-  """Builds the environments, the PPO learner and the evaluator (no compilation)."""
+  """Builds the environments, the policy contract, the PPO learner and the evaluator (no compilation)."""
   a, p = runner.args, cfg.ppo_config
   env = distributed.localize_model(runner.make_env(a.env, a.task, cfg.env_config))
+  contract = runner.policy_contract(env, cfg.env_config)
   episode_length = int(cfg.env_config.episode_length) if "episode_length" in cfg.env_config else 1000
   randomizer = runner.make_randomizer(env, cfg.env_config)
   venv = vec_env.VecEnv(env, episode_length, randomizer, randomization_seed=a.seed)
   try:
-    ppo = make_ppo(runner, cfg, venv)
+    ppo = make_ppo(cfg, venv, contract)
   except ValueError as e:
     raise RunError(str(e)) from None
   eval_env = distributed.localize_model(runner.make_eval_env(a.env, a.task, cfg.env_config))
@@ -440,6 +441,7 @@ def build(runner: RobotSpec, cfg: ResolvedConfig) -> Session:
     task=a.task,
     env=env,
     venv=venv,
+    contract=contract,
     ppo=ppo,
     evaluator=evaluator,
     compat=compatibility.compat_fingerprint(runner, cfg, ppo.obs_shapes, venv.action_size),
@@ -448,15 +450,14 @@ def build(runner: RobotSpec, cfg: ResolvedConfig) -> Session:
   )
 
 
-def make_ppo(runner: RobotSpec, cfg: ResolvedConfig, venv: vec_env.VecEnv) -> PPO:
-  """The PPO learner of a run, with the robot's mirror when `ppo.symmetry_augmentation` asks for it.
+def make_ppo(cfg: ResolvedConfig, venv: vec_env.VecEnv, contract: PolicyContract) -> PPO:
+  """The PPO learner of a run, with the contract's mirror when `ppo.symmetry_augmentation` asks for it.
 
   Raises:
     ValueError: an invalid PPO config, or symmetry asked of a robot without a mirror.
   """
-  p, a = cfg.ppo_config, runner.args
-  mirror = runner.policy_mirror(a.env, a.task, cfg.env_config) if p.get("symmetry_augmentation") else None
-  return PPO(venv, p, mirror=mirror)
+  p = cfg.ppo_config
+  return PPO(venv, p, mirror=contract.mirror if p.get("symmetry_augmentation") else None)
 
 
 def make_step_cache(runner: RobotSpec, cfg: ResolvedConfig) -> StepCache:

@@ -11,6 +11,7 @@ accident.
 
 from __future__ import annotations
 
+import mujoco
 from ml_collections import config_dict
 
 from playground.common.tasks import symmetry
@@ -20,7 +21,6 @@ from playground.common.tasks.symmetry import SignedPermutation
 from playground.open_duck_mini_v2.model import commands
 from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.model import observations
-from playground.open_duck_mini_v2.model import robot_model
 
 FEET = SignedPermutation((1, 0), (1.0, 1.0))
 PHASE_HALF_PERIOD = SignedPermutation((0, 1), (-1.0, -1.0))
@@ -35,9 +35,9 @@ def partner(name: str) -> str:
   return name
 
 
-def joint_map(task: str = "flat_terrain") -> SignedPermutation:
-  """The mirror of per-actuator values (policy action order)."""
-  return symmetry.joint_mirror(robot_model.load_model(task), constants.ACTUATOR_NAMES, partner)
+def joint_map(model: mujoco.MjModel) -> SignedPermutation:
+  """The mirror of per-actuator values (policy action order), from the duck's MuJoCo model."""
+  return symmetry.joint_mirror(model, constants.ACTUATOR_NAMES, partner)
 
 
 def command_map(joints: SignedPermutation) -> SignedPermutation:
@@ -106,9 +106,9 @@ def layout_map(layout, blocks: dict[str, SignedPermutation]) -> SignedPermutatio
   return SignedPermutation.concat(parts)
 
 
-def policy_mirror(task: str, env_config: config_dict.ConfigDict) -> symmetry.Mirror:
-  """The duck's mirror for a task and env config (actor `state`, critic `privileged_state`, action)."""
-  joints = joint_map(task)
+def policy_mirror(model: mujoco.MjModel, env_config: config_dict.ConfigDict) -> symmetry.Mirror:
+  """The duck's mirror for its model and an env config (actor `state`, critic `privileged_state`, action)."""
+  joints = joint_map(model)
   history = int(env_config.get("observation_history", 0))
   blocks = block_maps(joints)
   state = layout_map(observations.state_layout(history), blocks)
