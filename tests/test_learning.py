@@ -13,6 +13,7 @@ ignores falls, an export of the wrong weights) leaves the two alike and fails.
 
 import json
 
+import pytest
 from helpers import run_cli
 
 from playground import checkpoint_policy
@@ -24,6 +25,7 @@ STEPS = 600_000
 SEEDS = 24
 
 
+@pytest.mark.slow
 def test_a_briefly_trained_policy_survives_head_motion_and_pushes_that_topple_the_untrained_one(tmp_path):
   result = run_cli(
     "--env", "standing", "--preset", "quick", "--num_timesteps", STEPS, "--output_dir", tmp_path,
