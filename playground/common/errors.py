@@ -1,6 +1,6 @@
 """The errors a run reports to its user: each is printed as one line, without a traceback.
 
-`config.ConfigError` (a bad flag or config value, exit status 2) lives with
+`configs.ConfigError` (a bad flag or config value, exit status 2) lives with
 the configuration it checks; these are the run's own.
 """
 

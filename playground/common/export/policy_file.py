@@ -56,7 +56,7 @@ def export(
 ) -> float:
   """Writes the ONNX policy to `path` after the parity check; returns max |diff|.
 
-  With `feedforward` (a `reference.Feedforward`), the file outputs the
+  With `feedforward` (a `reference_motion.Feedforward`), the file outputs the
   network's action plus the feed-forward, checked against the same sum in JAX.
   With `input_bounds` (low, high), the file clamps its input first; the JAX
   side of the check clamps the same way. `probes` are observations the

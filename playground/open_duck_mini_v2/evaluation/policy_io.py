@@ -132,7 +132,7 @@ def play_config(
 
   The action scale, gait frequency and observation history come from the
   file's metadata. The trunk offset's training margin is dropped (see
-  `randomize.default_config`). `overrides` (`config.parse_overrides` pairs)
+  `randomize.default_config`). `overrides` (`configs.parse_overrides` pairs)
   change it first, as `--set` does for training; an unknown key raises
   `ConfigError`. `servo` names other servos to play it with (`servos.select`,
   before `overrides`; None: those it trained with). Pushes are the player's
