@@ -161,9 +161,9 @@ class OpenDuckMiniV2Runner(BaseRunner):
     `best_policy.onnx` / `best_score.json` (`best_policy.update_best`).
     """
     mode = self.args.extra.get("score", "auto")
-    record = directories.read_record(Path(step_dir).parent)
-    if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or record["env"] != "joystick":
+    if mode == "off" or (mode == "auto" and self.args.preset == "smoke") or self.args.env != "joystick":
       return {}
+    record = directories.read_record(Path(step_dir).parent)
     return _hooks().score_checkpoint(Path(step_dir), step, record["env_config"], record["task"], self.score_seeds())
 
   def cpu_warning(self, num_timesteps: int) -> str | None:
