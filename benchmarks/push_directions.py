@@ -83,6 +83,7 @@ def main() -> None:
   parser.add_argument("--after", type=float, default=3.0, help="s played after the kick")
   parser.add_argument("--runtime", action="store_true", help="observe as the robot runtime does")
   args = parser.parse_args()
+  from playground.common.evaluation.scorecard import Command
   from playground.open_duck_mini_v2.evaluation import player
   from playground.open_duck_mini_v2.evaluation import policy_io
   from playground.open_duck_mini_v2.model import constants
@@ -97,7 +98,7 @@ def main() -> None:
   cells = [(c, a, m) for c in COMMANDS for a in angles for m in args.magnitudes]
   episodes = []
   for name, a, m in cells:
-    command = player.Command(f"{name}_{a:.0f}deg_{m}", ((0.0, *COMMANDS[name]),), duration=duration)
+    command = Command(f"{name}_{a:.0f}deg_{m}", ((0.0, *COMMANDS[name]),), duration=duration)
     episodes += [(command, s) for s in range(args.seeds)]
   heading_angle = np.repeat(np.radians([a for _, a, _ in cells]), args.seeds)
   kick_time = args.kick_at + np.tile(np.arange(args.seeds) / args.seeds * period, len(cells))

@@ -44,6 +44,7 @@ def main() -> None:
   parser.add_argument("--seeds", type=int, default=4, help="episodes per entry")
   parser.add_argument("--entries", nargs="*", default=None, help="suite entries (default: the push entries)")
   args = parser.parse_args()
+  from playground.common.evaluation.scorecard import Pushes
   from playground.open_duck_mini_v2.evaluation import player
   from playground.open_duck_mini_v2.evaluation import policy_io
   from playground.open_duck_mini_v2.evaluation import scorecard
@@ -52,7 +53,7 @@ def main() -> None:
   policy_path, env_config, _ = policy_io.resolve_policy(Path(args.path))
   metadata = policy_io.read_metadata(policy_path)
   config = policy_io.play_config(metadata, env_config, noise=True, delays=True, randomization=True)
-  suite = scorecard.suite(player.Pushes.of_config(config.push_config))
+  suite = scorecard.suite(Pushes.of_config(config.push_config))
   names = args.entries or [c.name for c in suite if c.pushes is not None]
   unknown = set(names) - {c.name for c in suite}
   if unknown:

@@ -28,17 +28,17 @@ from pathlib import Path
 from benchmarks.common import emit
 from benchmarks.common import machine
 from playground.common import configs
+from playground.common.evaluation import best_policy
 from playground.common.runs import checkpoints
-from playground.open_duck_mini_v2.evaluation import best_policy
 from playground.open_duck_mini_v2.evaluation import scorecard
 
 RUNNER = Path(__file__).resolve().parents[1] / "playground" / "open_duck_mini_v2" / "runner.py"
-TARGET = {"falls": 0, **best_policy.WALKING_SPEEDS}
+TARGET = {"falls": 0, **scorecard.WALKING_SPEEDS}
 
 
 def meets_target(headline: dict) -> bool:
   """The walking target of the CPU preset: no falls, and it walks on command."""
-  return headline["falls"] <= TARGET["falls"] and best_policy.walks_on_command(headline)
+  return headline["falls"] <= TARGET["falls"] and best_policy.walks_on_command(headline, scorecard.WALKING_SPEEDS)
 
 
 def train(args: argparse.Namespace, work: Path) -> tuple[Path, float]:

@@ -219,7 +219,7 @@ def test_no_library_module_imports_a_command_line_script():
 #: outside every subpackage is in the room "" (the package's front door), unless the
 #: room is named for it.
 ROOMS = {
-  "playground.common": ("errors", "configs", "hyperparameters", "runs", "tasks", "export", "train", ""),
+  "playground.common": ("errors", "configs", "hyperparameters", "runs", "tasks", "export", "train", "evaluation", ""),
   "playground.open_duck_mini_v2": ("model", "tasks", "evaluation", ""),
 }
 

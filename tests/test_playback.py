@@ -11,6 +11,10 @@ from helpers import run_cli
 from helpers import write_policy
 from mujoco import mjx
 
+from playground.common.evaluation.scorecard import FALL_CAUSES
+from playground.common.evaluation.scorecard import Command
+from playground.common.evaluation.scorecard import headline_line
+from playground.common.evaluation.scorecard import table
 from playground.open_duck_mini_v2 import playback as playback_cli
 from playground.open_duck_mini_v2.evaluation import player
 from playground.open_duck_mini_v2.evaluation import policy_io
@@ -29,9 +33,9 @@ def policy_path(smoke_run):
 def test_exported_policy_drives_mujoco_c_for_200_steps(policy_path):
   playback = playback_cli.Playback(policy_path)
   assert playback.config.action_scale == 0.25 and playback.metadata["training_step"] == 2560
-  summary = playback_cli.run(playback, player.Command("walk", ((0.0, 0.1, 0.0, 0.0),), 4.0))
+  summary = playback_cli.run(playback, Command("walk", ((0.0, 0.1, 0.0, 0.0),), 4.0))
   # Four seconds, or a fall named by its cause.
-  assert summary["seconds"] == pytest.approx(4.0) or summary["fall_cause"] in player.FALL_CAUSES
+  assert summary["seconds"] == pytest.approx(4.0) or summary["fall_cause"] in FALL_CAUSES
   assert np.isfinite(summary["distance_m"]) and summary["fall_cause"] != "non-finite action"
 
 
@@ -39,7 +43,7 @@ def test_playback_is_the_scorecards_episode_with_the_policy_s_own_action_scale(t
   """A non-default action scale: playback and the scorecard drive the servos to home + 0.4 * action."""
   bias = np.full(14, 0.2, np.float32)
   policy = write_policy(tmp_path / "scaled.onnx", {"action_scale": 0.4}, bias=bias)
-  command = player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 1.5)
+  command = Command("stand", ((0.0, 0.0, 0.0, 0.0),), 1.5)
   home = np.asarray(policy_io.read_metadata(policy)["home_pose"])
   for source in player.SOURCES:
     playback = playback_cli.Playback(policy, source=source)
@@ -56,14 +60,14 @@ def test_playback_is_the_scorecards_episode_with_the_policy_s_own_action_scale(t
 
 def test_a_non_finite_action_ends_the_episode_as_a_named_failure(tmp_path):
   policy = write_policy(tmp_path / "nan.onnx", bias=np.full(14, np.nan, np.float32))
-  command = player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 1.0)
+  command = Command("stand", ((0.0, 0.0, 0.0, 0.0),), 1.0)
   for source in player.SOURCES:
     card = scorecard.score(policy, seeds=2, commands=(command,), source=source)
     assert card["commands"]["stand"]["falls"] == 2
     assert card["commands"]["stand"]["fall_causes"] == {"non-finite action": 2}
     assert card["headline"]["non_finite_action_episodes"] == 2
-    assert "NON-FINITE ACTIONS in 2 episodes" in scorecard.headline_line(card)
-    assert "stand (2 non-finite action)" in scorecard.table(card)
+    assert "NON-FINITE ACTIONS in 2 episodes" in headline_line(card)
+    assert "stand (2 non-finite action)" in table(card)
   result = run_cli("--onnx", policy, "--duration", "0.5", "--runtime", script=PLAYBACK, timeout=600)
   assert result.returncode == 1 and '"fall_cause": "non-finite action"' in result.stderr
 
@@ -148,9 +152,7 @@ def test_a_policy_with_an_observation_history_plays_back_with_its_own_layout(tmp
   assert np.load(record)["obs"].shape == (10, 101 + 2 * 34)
   # The runtime observes 101 floats: a history policy is not played its way.
   with pytest.raises(policy_io.ScoreError, match="observes a history"):
-    scorecard.score(
-      policy, seeds=1, commands=(player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), 0.2),), source="runtime"
-    )
+    scorecard.score(policy, seeds=1, commands=(Command("stand", ((0.0, 0.0, 0.0, 0.0),), 0.2),), source="runtime")
   foreign = write_policy(tmp_path / "foreign.onnx", {"observation_layout": [{"name": "gyro", "start": 0, "size": 3}]})
   with pytest.raises(ValueError, match=r"not the Open Duck Mini V2's \(101 inputs, plus 34 per history frame\)"):
     policy_io.observation_history(foreign)

@@ -16,13 +16,13 @@ from helpers import REPO_ROOT
 from helpers import run_cli
 from helpers import write_policy
 
+from playground.common.evaluation.scorecard import Command
 from playground.open_duck_mini_v2 import check_log
 from playground.open_duck_mini_v2.evaluation import diagnosis
 from playground.open_duck_mini_v2.evaluation import policy_io
 from playground.open_duck_mini_v2.evaluation import robot_log
 from playground.open_duck_mini_v2.evaluation import runtime
 from playground.open_duck_mini_v2.evaluation import scorecard
-from playground.open_duck_mini_v2.evaluation.player import Command
 from playground.open_duck_mini_v2.evaluation.policy_io import ScoreError
 from playground.open_duck_mini_v2.model import constants
 

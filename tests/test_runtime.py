@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from helpers import write_policy
 
+from playground.common.evaluation.scorecard import table
 from playground.common.export import onnx_graph
 from playground.open_duck_mini_v2.evaluation import player
 from playground.open_duck_mini_v2.evaluation import policy_io
@@ -211,7 +212,7 @@ def test_a_trained_policy_played_the_runtime_way_survives_its_first_second():
   assert np.all(np.isfinite(onnx_graph.run_onnx(policy, first)))  # the runtime's first frame
   commands = _suite("stand", "forward_0.1", "turn_left_0.5", duration=1.5)
   card = scorecard.score(policy, env_config, seeds=4, commands=commands, source="runtime")
-  assert card["source"] == "runtime" and card["headline"]["falls"] == 0, scorecard.table(card)
+  assert card["source"] == "runtime" and card["headline"]["falls"] == 0, table(card)
   assert all(e["survival_s"] == pytest.approx(1.5) for e in card["episodes"])
 
 
@@ -221,7 +222,7 @@ def test_runtime_and_env_headlines_agree_on_a_trained_policy():
   commands = _suite("stand", "forward_0.1", "turn_left_0.5", "turn_right_0.5")
   cards = {src: scorecard.score(policy, env_config, seeds=4, commands=commands, source=src) for src in player.SOURCES}
   env, rt = cards["env"]["headline"], cards["runtime"]["headline"]
-  assert env["falls"] == rt["falls"] == 0, (scorecard.table(cards["env"]), scorecard.table(cards["runtime"]))
+  assert env["falls"] == rt["falls"] == 0, (table(cards["env"]), table(cards["runtime"]))
   assert abs(env["vx_at_0.1"] - rt["vx_at_0.1"]) < 0.015
   assert abs(env["yaw_rate_at_0.5"] - rt["yaw_rate_at_0.5"]) < 0.06
   assert abs(env["tracking_error_mps"] - rt["tracking_error_mps"]) < 0.015

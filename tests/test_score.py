@@ -10,10 +10,17 @@ from helpers import run_cli
 from helpers import write_policy
 
 from playground.common import configs
+from playground.common.evaluation import best_policy
+from playground.common.evaluation.scorecard import TRACKING_WINDOW_S
+from playground.common.evaluation.scorecard import Command
+from playground.common.evaluation.scorecard import Pushes
+from playground.common.evaluation.scorecard import headline_line
+from playground.common.evaluation.scorecard import summarize
+from playground.common.evaluation.scorecard import table
+from playground.common.evaluation.scorecard import tensorboard_scalars
+from playground.common.evaluation.scorecard import trailing_mean
 from playground.common.export import onnx_graph
 from playground.common.runs.tensorboard import read_scalars
-from playground.open_duck_mini_v2.evaluation import best_policy
-from playground.open_duck_mini_v2.evaluation import player
 from playground.open_duck_mini_v2.evaluation import policy_io
 from playground.open_duck_mini_v2.evaluation import scorecard
 from playground.open_duck_mini_v2.model import observations
@@ -22,7 +29,7 @@ from playground.open_duck_mini_v2.tasks.registry import env_class
 
 SCORE = REPO_ROOT / "playground" / "open_duck_mini_v2" / "score.py"
 #: Entries of the default suite, and those without pushes (the headline's falls).
-SUITE = len(scorecard.suite(player.Pushes((0.1, 1.0), (5.0, 10.0))))
+SUITE = len(scorecard.suite(Pushes((0.1, 1.0), (5.0, 10.0))))
 UNPUSHED = len([c for c in scorecard.suite() if c.pushes is None])
 
 
@@ -100,7 +107,7 @@ def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
       action_smoothness=0.0, power_w=0.0, cmd=np.tile(command.at(0.0)[:3], (n, 1)), vel=np.tile(vel, (n, 1)),
     )  # fmt: skip
 
-  card = scorecard.summarize(
+  card = summarize(
     [
       episode("left_0.1", [0.0, 0.05, 0.0]),
       episode("right_0.1", [0.0, -0.03, 0.0]),
@@ -111,8 +118,8 @@ def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
   )
   assert card["headline"]["vy_at_0.1"] == pytest.approx(0.04)  # (0.05 + 0.03) / 2
   assert card["headline"]["vx_at_0.1"] == pytest.approx(0.07)
-  assert scorecard.tensorboard_scalars(card)["score/vy_at_0.1"] == pytest.approx(0.04)
-  assert "sideways at 0.1 m/s command 0.040 m/s" in scorecard.headline_line(card)
+  assert tensorboard_scalars(card)["score/vy_at_0.1"] == pytest.approx(0.04)
+  assert "sideways at 0.1 m/s command 0.040 m/s" in headline_line(card)
 
 
 def test_tracking_errors_rank_a_swaying_walker_above_a_standing_duck():
@@ -122,15 +129,15 @@ def test_tracking_errors_rank_a_swaying_walker_above_a_standing_duck():
   t = np.arange(350) * 0.02
   cmd = np.tile([0.1, 0.0, 0.0], (350, 1))
   walking = np.stack([0.07 + 0.15 * np.sin(2 * np.pi * t / 0.54), 0.05 * np.cos(2 * np.pi * t / 0.54), 0 * t], -1)
-  window = int(scorecard.TRACKING_WINDOW_S / 0.02)
-  np.testing.assert_allclose(scorecard.trailing_mean(np.arange(5.0), 2), [0.0, 0.5, 1.5, 2.5, 3.5])
+  window = int(TRACKING_WINDOW_S / 0.02)
+  np.testing.assert_allclose(trailing_mean(np.arange(5.0), 2), [0.0, 0.5, 1.5, 2.5, 3.5])
 
   def error(vel):
     episode = dict(
       command="forward_0.1", seed=0, fell=False, survival_s=8.0, distance_m=0.0, foot_slip_mps=0.0,
       joint_limit_share=0.0, action_smoothness=0.0, power_w=0.0, cmd=cmd, vel=vel,
     )  # fmt: skip
-    card = scorecard.summarize([episode], [c for c in scorecard.suite() if c.name == "forward_0.1"], window)
+    card = summarize([episode], [c for c in scorecard.suite() if c.name == "forward_0.1"], window)
     return card["commands"]["forward_0.1"]["lin_vel_error_mps"]
 
   assert error(walking) < 0.05 < 0.1 == pytest.approx(error(np.zeros_like(cmd)))
@@ -151,10 +158,8 @@ def test_the_scorecard_names_the_joints_held_at_a_range_end(tmp_path):
   assert bent["commands"]["stand"]["joint_limit_share"] > 0.9
   assert home["commands"]["stand"]["joint_limit_by_joint"] == {}
   assert home["commands"]["stand"]["joint_limit_share"] == 0.0
-  assert "range end for at least a quarter of the time: stand (left_knee 1.00, right_knee 1.00)" in scorecard.table(
-    bent
-  )
-  assert "range end" not in scorecard.table(home)
+  assert "range end for at least a quarter of the time: stand (left_knee 1.00, right_knee 1.00)" in table(bent)
+  assert "range end" not in table(home)
 
 
 @pytest.mark.parametrize(
@@ -224,6 +229,7 @@ def test_the_run_keeps_the_walking_policy_with_the_fewest_falls_then_the_smalles
       }
     }
 
+  walking = scorecard.WALKING_SPEEDS
   names = ("000000000050", "000000000100", "000000000200", "000000000300", "000000000400", "000000000500")
   steps = {}
   for name in names:
@@ -237,30 +243,46 @@ def test_the_run_keeps_the_walking_policy_with_the_fewest_falls_then_the_smalles
     ).read_bytes()
 
   # A duck that stands (or only turns) without falling is the best only until one walks.
-  assert best_policy.update_best(tmp_path, steps["000000000050"], card(0, 0.09, vx=0.01, yaw=0.05))
+  assert best_policy.update_best(tmp_path, steps["000000000050"], card(0, 0.09, vx=0.01, yaw=0.05), walking)
   assert best_policy.update_best(
-    tmp_path, steps["000000000100"], card(2, 0.15)
+    tmp_path, steps["000000000100"], card(2, 0.15), walking
   )  # walks: beats standing, whatever its falls
-  assert not best_policy.update_best(tmp_path, steps["000000000500"], card(0, 0.05, vx=0.069))  # just under 0.07 m/s
-  assert not best_policy.update_best(tmp_path, steps["000000000500"], card(0, 0.05, yaw=0.29))  # turns too slowly
-  assert best_policy.update_best(tmp_path, steps["000000000200"], card(1, 0.19))  # fewer falls beat a smaller error
-  assert not best_policy.update_best(tmp_path, steps["000000000300"], card(1, 0.19))  # a tie keeps the earlier one
+  assert not best_policy.update_best(
+    tmp_path, steps["000000000500"], card(0, 0.05, vx=0.069), walking
+  )  # just under 0.07 m/s
+  assert not best_policy.update_best(
+    tmp_path, steps["000000000500"], card(0, 0.05, yaw=0.29), walking
+  )  # turns too slowly
+  assert best_policy.update_best(
+    tmp_path, steps["000000000200"], card(1, 0.19), walking
+  )  # fewer falls beat a smaller error
+  assert not best_policy.update_best(
+    tmp_path, steps["000000000300"], card(1, 0.19), walking
+  )  # a tie keeps the earlier one
   assert best() == ("000000000200", b"000000000200")
-  assert best_policy.update_best(tmp_path, steps["000000000400"], card(1, 0.16))  # same falls: the smaller error
-  assert not best_policy.update_best(tmp_path, steps["000000000100"], card(4, 0.10, episodes=54))  # shares, not counts
+  assert best_policy.update_best(
+    tmp_path, steps["000000000400"], card(1, 0.16), walking
+  )  # same falls: the smaller error
+  assert not best_policy.update_best(
+    tmp_path, steps["000000000100"], card(4, 0.10, episodes=54), walking
+  )  # shares, not counts
   assert best() == ("000000000400", b"000000000400")
   assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
-  assert best_policy.walks_on_command({"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3, "vx_at_0.1_phase_x1.3": 0.07})
+  assert best_policy.walks_on_command(
+    {"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3, "vx_at_0.1_phase_x1.3": 0.07}, walking
+  )
   # Walking at 1x but not with the runtime's phase button held is not walking on command.
-  assert not best_policy.walks_on_command({"vx_at_0.1": 0.08, "yaw_rate_at_0.5": 0.4, "vx_at_0.1_phase_x1.3": 0.02})
-  assert not best_policy.walks_on_command({"yaw_rate_at_0.5": 0.5})  # no forward command scored: not walking
+  assert not best_policy.walks_on_command(
+    {"vx_at_0.1": 0.08, "yaw_rate_at_0.5": 0.4, "vx_at_0.1_phase_x1.3": 0.02}, walking
+  )
+  assert not best_policy.walks_on_command({"yaw_rate_at_0.5": 0.5}, walking)  # no forward command scored: not walking
 
 
 def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_ranges():
   look = scorecard.look_around()
   assert look == scorecard.look_around() and look != scorecard.look_around(seed=1)
   assert look.duration == 20.0
-  commands = np.stack([look.at(t) for t in np.arange(0.0, 20.0, 0.5)])
+  commands = np.stack([look.at(t, 7) for t in np.arange(0.0, 20.0, 0.5)])
   assert np.all(commands[:, :3] == 0.0)  # stands still
   head = commands[:, 3:]
   assert len({tuple(h) for h in head}) == 10  # a new pose every 2 s
@@ -268,9 +290,11 @@ def test_look_around_moves_the_head_through_a_fixed_sequence_within_the_command_
   low, high = np.array([-0.34, -0.78, -1.5, -0.5]), np.array([1.1, 0.78, 1.5, 0.5])
   assert np.all(head >= low) and np.all(head <= high)
   # The velocity-only entries of the suite keep the head at home.
-  assert np.all(scorecard.suite()[1].at(1.0)[3:] == 0.0)
-  with pytest.raises(ValueError, match="schedule entry"):
-    player.Command("bad", ((0.0, 0.1, 0.0),)).at(0.0)
+  assert np.all(scorecard.suite()[1].at(1.0, 7)[3:] == 0.0)
+  np.testing.assert_allclose(Command("short", ((0.0, 0.1),)).at(0.0, 3), [0.1, 0.0, 0.0])  # the rest is 0
+  for bad in ((0.0, 0.1, 0.0, 0.0, 0.0), (0.0,)):  # more commands than the robot has, or none
+    with pytest.raises(ValueError, match="schedule entry"):
+      Command("bad", (bad,)).at(0.0, 3)
 
 
 def test_score_config_keeps_the_training_disturbances_unless_clean():
@@ -316,7 +340,7 @@ def test_a_policy_with_an_observation_history_is_played_with_its_own_layout(tmp_
   assert meta["observation_size"] == 101 + 3 * 34 and meta["observation_history"] == 3
   config = score_config(meta, joystick.default_config().to_dict(), clean=False)
   assert config.observation_history == 3  # from the file, though the run's config says 0
-  stand = player.Command("stand", ((0.0, 0.0, 0.0, 0.0),), duration=1.0)
+  stand = Command("stand", ((0.0, 0.0, 0.0, 0.0),), duration=1.0)
   card = scorecard.score(policy, seeds=1, commands=(stand,))
   assert card["commands"]["stand"]["falls"] == 0  # the home pose holds for a second
   # A layout that is neither 101 floats nor 101 plus whole 34-float frames is refused.
@@ -342,7 +366,7 @@ def test_the_card_reports_gait_calm_and_falls_per_kick_and_ignores_unmeasured_ep
       cmd=np.tile(command.at(0.0)[:3], (n, 1)), vel=np.tile([0.08, 0.0, 0.0], (n, 1)),
     )  # fmt: skip
 
-  card = scorecard.summarize(
+  card = summarize(
     [
       episode("forward_0.1", False, 0, 1.0, 0.08),
       episode("forward_0.1", False, 0, 2.0, 0.10),
@@ -357,4 +381,4 @@ def test_the_card_reports_gait_calm_and_falls_per_kick_and_ignores_unmeasured_ep
   assert h["joint_speed_at_0.1"] == pytest.approx(1.5) and h["action_rate_at_0.1"] == pytest.approx(0.09)
   assert card["commands"]["forward_0.1"]["foot_slip_mps"] == pytest.approx(1.5)  # not NaN
   assert h["push_falls"] == 1 and h["push_falls_per_kick"] == pytest.approx(1 / 5)
-  assert "falls 1/2 (20% of kicks)" in scorecard.headline_line(card)
+  assert "falls 1/2 (20% of kicks)" in headline_line(card)

@@ -5,8 +5,13 @@ PPO settings and policy contract use only the extension points the library
 documents (docs/adding-a-robot.md): nothing in `playground/` names it. It
 trains through the command line (with the mirror augmentation), and every
 checkpoint's ONNX file is exported from its contract and checked (parity with
-JAX on random and probe observations, finite actions) before it is written.
+JAX on random and probe observations, finite actions) before it is written,
+then scored in the run by the generic player and scorecard from the biped's
+`score_suite` (playground/common/evaluation/; tests/test_generic_player.py).
 """
+
+import json
+import math
 
 import numpy as np
 import pytest
@@ -55,3 +60,13 @@ def test_a_second_robot_trains_mirrored_and_exports_a_checked_policy(tmp_path):
   actions = onnx_graph.run_onnx(policy, obs)
   assert actions.shape == (3, 4) and np.all(np.isfinite(actions))
   np.testing.assert_array_equal(actions[1], actions[2])  # the file clamps the command to its trained range
+  # Scored in the run by the generic player and scorecard (the biped's `score_suite`), best policy kept.
+  card = json.loads((policy.parent / "score.json").read_text())
+  assert card["source"] == "mjx" and card["training_step"] == 1280 and card["seeds"] == 2
+  assert set(card["commands"]) == {"stand", "forward_0.1", "forward_0.2", "push_forward_0.1_0.3"}
+  assert card["headline"]["episodes"] == 6 and card["headline"]["push_episodes"] == 2
+  assert 0 <= card["headline"]["falls"] <= 6 and math.isfinite(card["headline"]["tracking_error_mps"])
+  assert (policy.parent / "score.png").stat().st_size > 0
+  assert (run_dir / "best_policy.onnx").read_bytes() == policy.read_bytes()
+  assert json.loads((run_dir / "best_score.json").read_text())["checkpoint"] == policy.parent.name
+  assert "score/falls" in scalars and "score/push_fall_share" in scalars

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import datetime
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -19,6 +20,7 @@ from typing import ClassVar
 
 from ml_collections import config_dict
 
+from playground.common.runs import directories
 from playground.common.runs.arguments import ResolvedConfig
 from playground.common.runs.arguments import RunArgs
 
@@ -27,8 +29,12 @@ if TYPE_CHECKING:
 
   from mujoco_playground import MjxEnv
 
+  from playground.common.evaluation.scorecard import Suite
   from playground.common.export.contract import PolicyContract
   from playground.common.tasks.randomize import RandomizationFn
+
+
+logger = logging.getLogger("playground")
 
 
 class RobotSpec(abc.ABC):
@@ -153,18 +159,46 @@ class RobotSpec(abc.ABC):
     """
     return self.score_checkpoint(step_dir, step)
 
-  def score_checkpoint(self, step_dir: Path, step: int) -> dict[str, float]:
-    """Scores a just-written checkpoint; returns scalars for TensorBoard (none by default).
+  def score_suite(self, env_name: str) -> Suite | None:
+    """What the generic scorecard plays every checkpoint's policy on
+    (`evaluation.scorecard.Suite`: commands, the robot's command names, the
+    speeds at which it walks on command, seeds), or None: no in-run scorecard
+    (the default)."""
+    del env_name
+    return None
 
-    Robots override this to measure what return cannot show (e.g. whether the
-    policy walks on command), from what is on disk: the checkpoint's
-    `policy.onnx` and the run's record (`directories.read_record(step_dir.parent)`:
-    env, task, env config), as a scorecard of a finished run would. Called by
-    the default `on_checkpoint`, with the same guarantees (process 0, a
-    complete checkpoint, exceptions logged).
+  def score_checkpoint(self, step_dir: Path, step: int) -> dict[str, float]:
+    """Scores a just-written checkpoint; returns scalars for TensorBoard.
+
+    Measures what return cannot show (whether the policy walks on command and
+    stays up), from what is on disk: the checkpoint's `policy.onnx` and the
+    run's record (env, task, env config), as a scorecard of a finished run
+    would. By default, with the robot's `score_suite` (none: no scoring), the
+    generic player (`evaluation.player.score`) plays it in the run's env on
+    randomized models and writes `score.json`/`score.png` next to it, and the
+    run keeps `best_policy.onnx`/`best_score.json` (`evaluation.best_policy`).
+    A robot with its own player overrides this. Called by the default
+    `on_checkpoint`, with the same guarantees (process 0, a complete
+    checkpoint, exceptions logged).
     """
-    del step_dir, step
-    return {}
+    suite = self.score_suite(self.args.env)
+    policy = Path(step_dir) / "policy.onnx"
+    if suite is None or not policy.is_file():
+      return {}
+    from playground.common.evaluation import best_policy
+    from playground.common.evaluation import player
+    from playground.common.evaluation import scorecard
+
+    run_dir = Path(step_dir).parent
+    record = directories.read_record(run_dir)
+    env_config = config_dict.ConfigDict(record["env_config"])
+    env = self.make_env(record["env"], record["task"], env_config)
+    card = player.score(policy, env, suite, self.make_randomizer(env, env_config))
+    scorecard.write(card, Path(step_dir))
+    logger.info("%s (step %s, %.1f s)", scorecard.headline_line(card), f"{step:,}", card["wall_time_s"])
+    if best_policy.update_best(run_dir, Path(step_dir), card, suite.walking_speeds):
+      logger.info("best policy so far: %s", run_dir / best_policy.BEST_POLICY)
+    return scorecard.tensorboard_scalars(card)
 
   def named_files(self, cfg: ResolvedConfig) -> dict[str, Any]:
     """What may name input files of a run (robot flags, env config); their digests go into the record."""

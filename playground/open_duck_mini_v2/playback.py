@@ -47,8 +47,8 @@ logger = logging.getLogger("playground")
 
 
 def command_from_json(path: str | Path, duration: float):
-  """A `player.Command` from a script [{"t": 0, "vx": 0.1}, {"t": 4, "yaw_rate": 0.5}, ...]; missing keys are 0."""
-  from playground.open_duck_mini_v2.evaluation.player import Command
+  """A `scorecard.Command` from a script [{"t": 0, "vx": 0.1}, {"t": 4, "yaw_rate": 0.5}, ...]; missing keys are 0."""
+  from playground.common.evaluation.scorecard import Command
 
   raw = json.loads(Path(path).read_text())
   entries = []
@@ -107,7 +107,7 @@ class Playback:
     self.policy = policy_io.onnx_policy(self.policy_path, batched=True)
 
   def play(self, command, on_step=None) -> dict[str, Any]:
-    """Plays `command` (a `player.Command`); returns the episode's raw metrics (`player.play`)."""
+    """Plays `command` (a `scorecard.Command`); returns the episode's raw metrics (`player.play`)."""
     from playground.open_duck_mini_v2.evaluation import player
 
     if self.pushes and command.pushes is None:
@@ -138,7 +138,7 @@ def run(
   """Plays one episode headless; returns the summary (distance, tracking, fall and why)."""
   import mujoco
 
-  from playground.open_duck_mini_v2.evaluation import scorecard
+  from playground.common.evaluation import scorecard
 
   renderer = None
   frames = []
@@ -195,7 +195,7 @@ def interactive(playback: Playback, start: np.ndarray) -> None:
   """Passive viewer; arrows: vx / yaw rate, , and . : vy, space: stop. A fall starts a new episode."""
   import mujoco.viewer
 
-  from playground.open_duck_mini_v2.evaluation.player import Command
+  from playground.common.evaluation.scorecard import Command
 
   command = np.array(start, np.float32)
   keys = {265: (0, 0.05), 264: (0, -0.05), 263: (2, 0.2), 262: (2, -0.2), 44: (1, 0.05), 46: (1, -0.05)}
@@ -209,8 +209,8 @@ def interactive(playback: Playback, start: np.ndarray) -> None:
     logger.info("command vx=%.2f vy=%.2f yaw=%.2f", *command[:3])
 
   class Live(Command):
-    def at(self, t: float) -> np.ndarray:
-      del t
+    def at(self, t: float, size: int | None = None) -> np.ndarray:
+      del t, size
       return command.copy()
 
   live = Live("live", ((0.0, 0.0, 0.0, 0.0),), 3600.0)
@@ -260,10 +260,10 @@ def main(argv: Sequence[str] | None = None) -> int:
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
 
+  from playground.common.evaluation.scorecard import Command
   from playground.common.export import onnx_graph
   from playground.common.runs import checkpoints
   from playground.open_duck_mini_v2.evaluation import policy_io
-  from playground.open_duck_mini_v2.evaluation.player import Command
 
   try:
     if args.task is not None:
@@ -300,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.viewer:
       if not os.environ.get("DISPLAY") and sys.platform.startswith("linux"):
         raise RuntimeError("--viewer needs a display (DISPLAY is not set); use --video for headless runs")
-      interactive(playback, command.at(0.0))
+      interactive(playback, command.at(0.0, commands.SIZE))
       return 0
     summary = run(playback, command, args.video, args.record)
   except (

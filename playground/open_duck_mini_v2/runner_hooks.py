@@ -15,11 +15,14 @@ from typing import Any
 import numpy as np
 from ml_collections import config_dict
 
+from playground.common.evaluation import best_policy
+from playground.common.evaluation.scorecard import headline_line
+from playground.common.evaluation.scorecard import tensorboard_scalars
+from playground.common.evaluation.scorecard import write
 from playground.common.export.contract import PolicyContract
 from playground.common.export.policy_file import POLICY_FILE
 from playground.common.tasks import randomize
 from playground.common.tasks.randomize import RandomizationFn
-from playground.open_duck_mini_v2.evaluation import best_policy
 from playground.open_duck_mini_v2.evaluation import runtime
 from playground.open_duck_mini_v2.evaluation import scorecard
 from playground.open_duck_mini_v2.model import commands
@@ -144,15 +147,15 @@ def score_checkpoint(step_dir: Path, step: int, env_config: dict[str, Any], task
   if not policy.is_file():
     return {}
   card = scorecard.score(policy, env_config, seeds=seeds, task=task)
-  scorecard.write(card, Path(step_dir))
-  logger.info("%s (step %s, %.1f s)", scorecard.headline_line(card), f"{step:,}", card["wall_time_s"])
+  write(card, Path(step_dir))
+  logger.info("%s (step %s, %.1f s)", headline_line(card), f"{step:,}", card["wall_time_s"])
   runtime_card = scorecard.score(policy, env_config, seeds=max(2, seeds // 6), task=task, source="runtime")
-  scorecard.write(runtime_card, Path(step_dir), "score_runtime")
-  logger.info("%s (%.1f s)", scorecard.headline_line(runtime_card), runtime_card["wall_time_s"])
+  write(runtime_card, Path(step_dir), "score_runtime")
+  logger.info("%s (%.1f s)", headline_line(runtime_card), runtime_card["wall_time_s"])
   run_dir = Path(step_dir).parent
-  if best_policy.update_best(run_dir, Path(step_dir), card):
+  if best_policy.update_best(run_dir, Path(step_dir), card, scorecard.WALKING_SPEEDS):
     logger.info(
       "best policy so far (walks on command, then fewest falls, then tracking error): %s",
       run_dir / best_policy.BEST_POLICY,
     )
-  return {**scorecard.tensorboard_scalars(card), **scorecard.tensorboard_scalars(runtime_card, "score/runtime_")}
+  return {**tensorboard_scalars(card), **tensorboard_scalars(runtime_card, "score/runtime_")}

@@ -49,6 +49,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from playground.common import configs
+from playground.common.evaluation.scorecard import table
+from playground.common.evaluation.scorecard import write
 from playground.common.export import onnx_graph
 from playground.common.runner import setup_compilation_cache
 from playground.common.runs import checkpoints
@@ -56,8 +58,6 @@ from playground.open_duck_mini_v2.evaluation import policy_io
 from playground.open_duck_mini_v2.evaluation import runtime
 from playground.open_duck_mini_v2.evaluation.policy_io import ScoreError
 from playground.open_duck_mini_v2.evaluation.scorecard import score
-from playground.open_duck_mini_v2.evaluation.scorecard import table
-from playground.open_duck_mini_v2.evaluation.scorecard import write
 from playground.open_duck_mini_v2.model import servos
 
 logger = logging.getLogger("playground")

@@ -86,6 +86,27 @@ class BipedRunner(BaseRunner):
       mirror=biped.mirror(env.mj_model),
     )
 
+  def score_suite(self, env_name: str):
+    """Standing, walking at 0.1 and 0.2 m/s, and walking under 0.3 m/s kicks, 3 s each."""
+    import biped
+
+    from playground.common.evaluation.scorecard import Command
+    from playground.common.evaluation.scorecard import Pushes
+    from playground.common.evaluation.scorecard import Suite
+
+    del env_name
+    kicks = Pushes(magnitude=(0.3, 0.3), interval=(1.0, 1.0))
+    return Suite(
+      commands=(
+        Command("stand", ((0.0, 0.0),), 3.0),
+        Command("forward_0.1", ((0.0, 0.1),), 3.0),
+        Command("forward_0.2", ((0.0, 0.2),), 3.0),
+        Command("push_forward_0.1_0.3", ((0.0, 0.1),), 3.0, pushes=kicks),
+      ),
+      command_names=biped.COMMAND_NAMES,
+      walking_speeds={"vx_at_0.1": 0.07},
+    )
+
 
 def main(argv: Sequence[str] | None = None) -> int:
   """Command-line entry point."""

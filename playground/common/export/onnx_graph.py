@@ -318,8 +318,9 @@ def sample_observations(mean: np.ndarray, std: np.ndarray, n: int, seed: int = 0
   return (mean + std * rng.standard_normal((n, mean.shape[-1]))).astype(np.float32)
 
 
-def run_onnx(model: onnx.ModelProto | bytes | str | Path, obs: np.ndarray) -> np.ndarray:
-  """Runs the exported policy with onnxruntime (single thread, CPU)."""
+def batched_policy(model: onnx.ModelProto | bytes | str | Path) -> Callable[[np.ndarray], np.ndarray]:
+  """The exported policy as a function obs [N, size] -> actions [N, action size], run with
+  onnxruntime on one CPU thread as on a robot; the session is built once."""
   import onnxruntime as ort
 
   options = ort.SessionOptions()
@@ -331,7 +332,12 @@ def run_onnx(model: onnx.ModelProto | bytes | str | Path, obs: np.ndarray) -> np
     else (model if isinstance(model, bytes) else str(model))
   )
   session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
-  return session.run(None, {INPUT_NAME: np.asarray(obs, np.float32)})[0]
+  return lambda obs: session.run(None, {INPUT_NAME: np.asarray(obs, np.float32)})[0]
+
+
+def run_onnx(model: onnx.ModelProto | bytes | str | Path, obs: np.ndarray) -> np.ndarray:
+  """Runs the exported policy once with onnxruntime (single thread, CPU)."""
+  return batched_policy(model)(obs)
 
 
 def fuzz_observations(

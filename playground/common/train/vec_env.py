@@ -210,10 +210,14 @@ class VecEnv:
 
     return jax.tree_util.tree_map(lambda new, old: _select(~ready, new, old), reset_state, state)
 
+  def step_envs(self, env_state: State, action: jax.Array, models) -> State:
+    """The task's own `step` for every env of the batch, on its model; no episode bookkeeping."""
+    return self._vmap(lambda env, s, a: env.step(s, a), models)(env_state, action)
+
   def step(self, state: EnvState, action: jax.Array, models, reset_state: EnvState) -> tuple[EnvState, StepResult]:
     """One step of every env; finished envs continue from `reset_state`."""
     env_state = state.env
-    nstate = self._vmap(lambda env, s, a: env.step(s, a), models)(env_state, action)
+    nstate = self.step_envs(env_state, action, models)
     steps = state.steps + 1
     terminated = nstate.done > 0.5
     truncation = (steps >= self.episode_length) & ~terminated

@@ -34,8 +34,11 @@ import numpy as np
 from flax import struct
 from mujoco import mjx
 
+from playground.common.evaluation.scorecard import SETTLE_S
+from playground.common.evaluation.scorecard import Command
 from playground.common.tasks import randomize
 from playground.open_duck_mini_v2.evaluation import runtime
+from playground.open_duck_mini_v2.model import commands
 from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.model import observations
 from playground.open_duck_mini_v2.model import servos
@@ -174,65 +177,10 @@ class RuntimeSource:
     return self.loop.observe(commands=self.commands, **self.hardware.sense(datas))
 
 
-#: Seconds of each constant-command episode, and of the settling time excluded from the averages.
-DURATION_S = 8.0
-SETTLE_S = 1.0
 #: A joint closer than this to a limit of its range counts as a limit hit.
 JOINT_LIMIT_MARGIN = 0.02
 SOURCES = ("env", "runtime")
 _NEVER = 10**15  # control steps: no push
-#: Why an episode ended early.
-FALL_CAUSES = ("tipped", "sank", "non-finite state", "non-finite action")
-
-
-@dataclasses.dataclass(frozen=True)
-class Pushes:
-  """Horizontal kicks of the trunk's velocity, in a random direction.
-
-  Attributes:
-    magnitude: (low, high) m/s of each kick, drawn uniformly.
-    interval: (low, high) seconds between kicks (and before the first).
-  """
-
-  magnitude: tuple[float, float]
-  interval: tuple[float, float]
-
-  @classmethod
-  def of_config(cls, push_config: Any) -> Pushes:
-    """The training env's pushes (`push_config`)."""
-    return cls(tuple(push_config.magnitude_range), tuple(push_config.interval_range))
-
-
-@dataclasses.dataclass(frozen=True)
-class Command:
-  """One episode's command: a name and a schedule [(t_start, vx, vy, yaw_rate), ...].
-
-  An entry may add the four head commands (neck pitch, head pitch, head yaw,
-  head roll offsets, rad): (t_start, vx, vy, yaw_rate, neck, pitch, yaw, roll).
-  Without them the head command is 0 (the home pose).
-
-  Attributes:
-    pushes: kicks during the episode, or None.
-    phase_factor: the runtime's `phase_frequency_factor` (1.3: its LB
-      button); the phase advances this much faster than trained.
-  """
-
-  name: str
-  schedule: tuple[tuple[float, ...], ...]
-  duration: float = DURATION_S
-  pushes: Pushes | None = None
-  phase_factor: float = 1.0
-
-  def at(self, t: float) -> np.ndarray:
-    """The 7-dim command at time t."""
-    current = self.schedule[0]
-    for entry in self.schedule:
-      if t + 1e-9 >= entry[0]:
-        current = entry
-    if len(current) not in (4, 8):
-      raise ValueError(f"a schedule entry is (t, vx, vy, yaw_rate[, 4 head commands]), got {current}")
-    head = tuple(current[4:8]) or (0.0, 0.0, 0.0, 0.0)
-    return np.array([current[1], current[2], current[3], *head], np.float32)
 
 
 def randomized_models(nominal: mujoco.MjModel, config: Any, keys: np.ndarray) -> list[mujoco.MjModel]:
@@ -325,7 +273,7 @@ def play(
       env.mj_model, models, config, metadata, seed, phase_factor, runtime_options or runtime.RuntimeOptions()
     )
   ids = env.ids
-  obs = src.start(models, datas, np.stack([c.at(0.0) for c, _ in episodes]))
+  obs = src.start(models, datas, np.stack([c.at(0.0, commands.SIZE) for c, _ in episodes]))
 
   root, imu = ids.root_body, ids.imu_site
   sensor = lambda d, name: d.sensordata[slice(ids.sensors[name][0], sum(ids.sensors[name]))]  # noqa: E731
@@ -357,7 +305,7 @@ def play(
   cmd_log, vel_log, used = [], [], []
   settle = int(round(SETTLE_S / dt))
   for t in range(total):
-    command = np.stack([c.at(t * dt) for c, _ in episodes])
+    command = np.stack([c.at(t * dt, commands.SIZE) for c, _ in episodes])
     running = alive & (t < steps_of)
     seen = np.asarray(obs, np.float32)
     action = np.asarray(policy(seen), np.float32)

@@ -31,10 +31,10 @@ from typing import Any
 import mujoco
 import numpy as np
 
+from playground.common.evaluation.scorecard import Command
 from playground.open_duck_mini_v2.evaluation import player
 from playground.open_duck_mini_v2.evaluation import policy_io
 from playground.open_duck_mini_v2.evaluation import runtime
-from playground.open_duck_mini_v2.evaluation.player import Command
 from playground.open_duck_mini_v2.evaluation.player import StepView
 from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.model import observations

@@ -2,18 +2,21 @@
 
 `rank` orders scorecards (walking on command first, then falls, falls under
 pushes, tracking errors); `update_best` keeps `best_policy.onnx` and
-`best_score.json` at the top of a run directory.
+`best_score.json` at the top of a run directory. What "walking on command"
+means is the robot's: a floor per headline number (`walking_speeds`, e.g.
+the Open Duck Mini V2's `{"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3, ...}`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from playground.common.export import policy_file
 from playground.common.runs import directories
-from playground.open_duck_mini_v2.evaluation import policy_io
 
 logger = logging.getLogger("playground")
 
@@ -22,28 +25,23 @@ BEST_POLICY = "best_policy.onnx"
 BEST_SCORE = "best_score.json"
 
 
-#: The speeds at which a policy walks on command: at least 70% of the 0.1 m/s
-#: forward command, also with the robot runtime's 1.3x phase button held, and
-#: 60% of the 0.5 rad/s turn (the CPU preset's target).
-WALKING_SPEEDS = {"vx_at_0.1": 0.07, "yaw_rate_at_0.5": 0.3, "vx_at_0.1_phase_x1.3": 0.07}
+def walks_on_command(headline: Mapping[str, Any], walking_speeds: Mapping[str, float]) -> bool:
+  """True when every headline number named in `walking_speeds` reaches its floor (falls aside);
+  a number the card does not have counts as 0."""
+  return all(float(headline.get(key, 0.0)) >= floor for key, floor in walking_speeds.items())
 
 
-def walks_on_command(headline: dict[str, Any]) -> bool:
-  """True when the headline's forward speed and yaw rate reach `WALKING_SPEEDS` (falls aside)."""
-  return all(float(headline.get(key, 0.0)) >= floor for key, floor in WALKING_SPEEDS.items())
-
-
-def rank(headline: dict[str, Any]) -> tuple[float, ...]:
+def rank(headline: Mapping[str, Any], walking_speeds: Mapping[str, float]) -> tuple[float, ...]:
   """Sort key of a scorecard, best first.
 
   A policy that walks on command (`walks_on_command`) ranks above one that
-  does not, whatever their falls: a duck that stands still falls less and
+  does not, whatever their falls: a robot that stands still falls less and
   has not learned the task. Then the share of falls without pushes, the
   share of falls under pushes, then the velocity and yaw-rate tracking errors.
   """
   share = headline["falls"] / max(int(headline["episodes"]), 1)
   pushed = headline.get("push_falls", 0) / max(int(headline.get("push_episodes", 0)), 1)
-  walks = walks_on_command(headline)
+  walks = walks_on_command(headline, walking_speeds)
   return (
     0.0 if walks else 1.0,
     share,
@@ -53,7 +51,7 @@ def rank(headline: dict[str, Any]) -> tuple[float, ...]:
   )
 
 
-def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any]) -> bool:
+def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any], walking_speeds: Mapping[str, float]) -> bool:
   """Keeps `run_dir/best_policy.onnx` the scored checkpoint with the best `rank` (walking first, then fewest falls).
 
   Copies `step_dir/policy.onnx` and writes `best_score.json` (the card, with
@@ -66,10 +64,10 @@ def update_best(run_dir: Path, step_dir: Path, card: dict[str, Any]) -> bool:
   if best_score.is_file():
     try:
       previous = json.loads(best_score.read_text())
-      if rank(previous["headline"]) <= rank(card["headline"]):
+      if rank(previous["headline"], walking_speeds) <= rank(card["headline"], walking_speeds):
         return False
     except (ValueError, KeyError, TypeError):
       logger.warning("%s is unreadable; replacing it", best_score)
-  directories.write_atomic(run_dir / BEST_POLICY, (step_dir / policy_io.POLICY_FILE).read_bytes())
+  directories.write_atomic(run_dir / BEST_POLICY, (step_dir / policy_file.POLICY_FILE).read_bytes())
   directories.write_atomic(best_score, (json.dumps(dict(card, checkpoint=step_dir.name), indent=2) + "\n").encode())
   return True

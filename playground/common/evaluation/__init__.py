@@ -1,0 +1,1 @@
+"""Evaluation any robot shares: the generic player, the scorecard's arithmetic and the run's best policy."""
