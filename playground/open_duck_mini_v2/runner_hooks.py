@@ -19,6 +19,7 @@ from playground.common.evaluation import best_policy
 from playground.common.evaluation.scorecard import headline_line
 from playground.common.evaluation.scorecard import tensorboard_scalars
 from playground.common.evaluation.scorecard import write
+from playground.common.export import contract
 from playground.common.export.contract import PolicyContract
 from playground.common.export.policy_file import POLICY_FILE
 from playground.common.tasks import randomize
@@ -110,11 +111,8 @@ def policy_metadata(env: Any, env_name: str, env_config: config_dict.ConfigDict)
 def policy_input_bounds(env_config: config_dict.ConfigDict) -> tuple[np.ndarray, np.ndarray]:
   """(low, high) of the policy's inputs: the commands clamped to their training ranges, the rest unbounded."""
   size = observations.state_layout(int(env_config.get("observation_history", 0))).size
-  low, high = np.full(size, -np.finfo(np.float32).max), np.full(size, np.finfo(np.float32).max)
-  start = observations.STATE_LAYOUT.slices["command"].start
-  for i, (lo, hi) in enumerate(commands.ranges(env_config.command_config)):
-    low[start + i], high[start + i] = lo, hi
-  return low.astype(np.float32), high.astype(np.float32)
+  block = observations.STATE_LAYOUT.slices["command"]
+  return contract.bounds_of_block(size, block, commands.ranges(env_config.command_config))
 
 
 def policy_probe_observations(env: Any, env_config: config_dict.ConfigDict) -> np.ndarray:

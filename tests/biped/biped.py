@@ -19,6 +19,7 @@ from mujoco import mjx
 from mujoco_playground import MjxEnv
 from mujoco_playground import State
 
+from playground.common.export import contract
 from playground.common.tasks import randomize
 from playground.common.tasks import rewards
 from playground.common.tasks import symmetry
@@ -169,9 +170,4 @@ class Walk(MjxEnv):
 
 def observation_bounds(config: Any) -> tuple[Any, Any]:
   """(low, high) per input: the command clamped to its trained range, the rest unbounded."""
-  import numpy as np
-
-  low, high = np.full(LAYOUT.size, -np.finfo(np.float32).max), np.full(LAYOUT.size, np.finfo(np.float32).max)
-  command = LAYOUT.slices["command"]
-  low[command], high[command] = config.command_range
-  return low.astype(np.float32), high.astype(np.float32)
+  return contract.bounds_of_block(LAYOUT.size, LAYOUT.slices["command"], [config.command_range])

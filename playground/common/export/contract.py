@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from typing import Any
@@ -50,3 +51,16 @@ class PolicyContract:
   probe_observations: np.ndarray | None = None
   mirror: Mirror | None = None
   files: tuple[Path, ...] = ()
+
+
+def bounds_of_block(size: int, block: slice, ranges: Sequence[tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+  """`input_bounds` that clamp one block of an observation of `size` inputs (e.g. the commands)
+  to `ranges`, one (low, high) per input of `block`, and leave every other input unbounded."""
+  import numpy as np
+
+  low, high = np.full(size, -np.finfo(np.float32).max), np.full(size, np.finfo(np.float32).max)
+  values = np.asarray(ranges, float).reshape(-1, 2)
+  if len(values) != block.stop - block.start:
+    raise ValueError(f"{len(values)} ranges for a block of {block.stop - block.start} inputs")
+  low[block], high[block] = values[:, 0], values[:, 1]
+  return low.astype(np.float32), high.astype(np.float32)
