@@ -28,6 +28,13 @@ PLANAR = slice(0, 2)
 YAW_RATE = 2
 #: The head offsets (neck pitch, head pitch, head yaw, head roll).
 HEAD = slice(3, SIZE)
+#: rad: the range of each head offset from the home pose that every task trains with.
+HEAD_RANGES = {
+  "neck_pitch": (-0.34, 1.1),
+  "head_pitch": (-0.78, 0.78),
+  "head_yaw": (-1.5, 1.5),
+  "head_roll": (-0.5, 0.5),
+}
 
 
 def walks(command_config: Mapping[str, Any]) -> bool:

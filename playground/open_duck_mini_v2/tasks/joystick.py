@@ -37,10 +37,7 @@ def default_config() -> config_dict.ConfigDict:
       lin_vel_x=(-0.15, 0.15),  # m/s
       lin_vel_y=(-0.2, 0.2),  # m/s
       ang_vel_yaw=(-1.0, 1.0),  # rad/s
-      neck_pitch=(-0.34, 1.1),  # rad, offsets added to the home pose
-      head_pitch=(-0.78, 0.78),
-      head_yaw=(-1.5, 1.5),
-      head_roll=(-0.5, 0.5),
+      **commands.HEAD_RANGES,  # rad, offsets added to the home pose
       zero_command_prob=0.2,  # share of zero velocity commands
       zero_head_prob=0.5,  # share of zero head commands
       resample_interval=(4.0, 8.0),  # s

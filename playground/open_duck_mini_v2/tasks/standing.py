@@ -17,10 +17,7 @@ def default_config() -> config_dict.ConfigDict:
   config = base.base_config()
   config.command_config = config_dict.ConfigDict(
     dict(
-      neck_pitch=(-0.34, 1.1),
-      head_pitch=(-0.78, 0.78),
-      head_yaw=(-1.5, 1.5),
-      head_roll=(-0.5, 0.5),
+      **commands.HEAD_RANGES,  # rad, offsets added to the home pose
       zero_head_prob=0.3,
       resample_interval=(2.0, 5.0),
     )
