@@ -5,8 +5,6 @@ import mujoco
 import numpy as np
 import pytest
 from brax.training import types
-from helpers import CARTPOLE
-from helpers import run_cli
 
 from playground.common.tasks import symmetry
 from playground.common.tasks.observation_layout import ObservationLayout
@@ -226,12 +224,5 @@ def test_augment_appends_the_mirror_image_of_every_trajectory_with_the_collected
     np.testing.assert_array_equal(x[b:], x[:b])
 
 
-def test_training_with_symmetry_augmentation_runs_and_checkpoints(tmp_path):
-  # The cartpole's mirror (the rail reflected through its middle) through the
-  # whole CLI: the step compiles, the loss stays finite, a checkpoint is written.
-  result = run_cli(
-    "--preset", "smoke", "--output_dir", str(tmp_path), "--exp_name", "sym",
-    "--set", "ppo.symmetry_augmentation=True", script=CARTPOLE,
-  )  # fmt: skip
-  assert result.returncode == 0, result.stderr[-2000:]
-  assert any(p.name.isdigit() for p in (tmp_path / "sym").iterdir())
+# Training through the command line with the augmentation on: tests/test_second_robot.py (the test
+# biped's mirror, its checkpoint and its exported file) and the `cpu` preset, which turns it on.
