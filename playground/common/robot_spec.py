@@ -159,6 +159,13 @@ class RobotSpec(abc.ABC):
     """
     return self.score_checkpoint(step_dir, step)
 
+  def play_env_config(self, env_name: str, env_config: config_dict.ConfigDict) -> config_dict.ConfigDict:
+    """The env config to play an exported policy file in (the generic player, the in-run
+    scorecard): `env_config` without what the file does itself, e.g. without the feed-forward
+    that a residual policy's file adds to the network's action. The default: `env_config`."""
+    del env_name
+    return env_config
+
   def score_suite(self, env_name: str) -> Suite | None:
     """What the generic scorecard plays every checkpoint's policy on
     (`evaluation.scorecard.Suite`: commands, the robot's command names, the
@@ -174,8 +181,8 @@ class RobotSpec(abc.ABC):
     stays up), from what is on disk: the checkpoint's `policy.onnx` and the
     run's record (env, task, env config), as a scorecard of a finished run
     would. By default, with the robot's `score_suite` (none: no scoring), the
-    generic player (`evaluation.player.score`) plays it in the run's env on
-    randomized models and writes `score.json`/`score.png` next to it, and the
+    generic player (`evaluation.player.score`) plays it in the run's env
+    (`play_env_config`) on randomized models and writes `score.json`/`score.png` next to it, and the
     run keeps `best_policy.onnx`/`best_score.json` (`evaluation.best_policy`).
     A robot with its own player overrides this. Called by the default
     `on_checkpoint`, with the same guarantees (process 0, a complete
@@ -191,7 +198,7 @@ class RobotSpec(abc.ABC):
 
     run_dir = Path(step_dir).parent
     record = directories.read_record(run_dir)
-    env_config = config_dict.ConfigDict(record["env_config"])
+    env_config = self.play_env_config(record["env"], config_dict.ConfigDict(record["env_config"]))
     env = self.make_env(record["env"], record["task"], env_config)
     card = player.score(policy, env, suite, self.make_randomizer(env, env_config))
     scorecard.write(card, Path(step_dir))

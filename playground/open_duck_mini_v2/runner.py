@@ -148,6 +148,13 @@ class OpenDuckMiniV2Runner(BaseRunner):
     the left/right mirror, and the reference gait when the joystick env adds it to the action."""
     return _hooks().policy_contract(env, self.args.env, env_config)
 
+  def play_env_config(self, env_name: str, env_config: config_dict.ConfigDict) -> config_dict.ConfigDict:
+    """The env config the scorecard plays a file in (`policy_io.play_config`): the reference
+    gait's feed-forward off (the file adds it), no imitation, no env pushes (the player's own)."""
+    from playground.open_duck_mini_v2.evaluation import policy_io
+
+    return policy_io.play_config({"env": env_name}, env_config.to_dict(), noise=True, delays=True, randomization=True)
+
   def score_seeds(self) -> int:
     """Episodes per command of the in-run scorecard: `--score_seeds`, else the preset's `score_seeds`."""
     return int(self.args.extra.get("score_seeds") or PRESETS[self.args.preset].score_seeds)
