@@ -382,3 +382,17 @@ def test_the_card_reports_gait_calm_and_falls_per_kick_and_ignores_unmeasured_ep
   assert card["commands"]["forward_0.1"]["foot_slip_mps"] == pytest.approx(1.5)  # not NaN
   assert h["push_falls"] == 1 and h["push_falls_per_kick"] == pytest.approx(1 / 5)
   assert "falls 1/2 (20% of kicks)" in headline_line(card)
+
+
+def test_a_file_is_played_without_the_env_adding_the_gait_the_file_adds():
+  # The generic player plays a file in `play_env_config`: the duck's residual file adds the
+  # reference gait itself (with the env adding it too, the walker fell in 3 of 4 episodes).
+  from playground.common.runs.arguments import RunArgs
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+
+  config = joystick.default_config()
+  config.reference.feedforward = True
+  played = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain")).play_env_config("joystick", config)
+  assert not played.reference.feedforward and not played.push_config.enable
+  assert played.reward_config.scales.imitation == 0.0
+  assert config.reference.feedforward and config.push_config.enable  # the run's own config is untouched
