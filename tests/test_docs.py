@@ -122,8 +122,8 @@ def test_the_readme_quotes_the_code():
   assert "128 envs, 1.5M steps" in text
   assert smoke["num_timesteps"] == 2_560 and smoke["num_envs"] == 16
   assert "16 envs, 2,560 steps" in text
-  assert "uv run pytest -n 2 tests" in text
-  assert "uv run pytest -n 2 tests" in (ROOT / ".ci" / "run").read_text()
+  assert "uv run pytest -n 3 tests" in text
+  assert "uv run pytest -n 3 tests" in (ROOT / ".ci" / "run").read_text()
 
 
 def test_the_readme_counts_the_cartpole_example():
