@@ -189,12 +189,16 @@ class RobotSpec(abc.ABC):
     checkpoint, exceptions logged).
     """
     suite = self.score_suite(self.args.env)
-    policy = Path(step_dir) / "policy.onnx"
-    if suite is None or not policy.is_file():
+    if suite is None:
       return {}
     from playground.common.evaluation import best_policy
     from playground.common.evaluation import player
     from playground.common.evaluation import scorecard
+    from playground.common.export.policy_file import POLICY_FILE
+
+    policy = Path(step_dir) / POLICY_FILE
+    if not policy.is_file():
+      return {}
 
     run_dir = Path(step_dir).parent
     record = directories.read_record(run_dir)

@@ -67,6 +67,54 @@ class StepView:
   running: np.ndarray
 
 
+class EpisodeMeter:
+  """A player's per-episode measurements over the steps it measures (after settling, while up).
+
+  Each step, `log` keeps the commanded and achieved (vx, vy, yaw rate) and
+  which episodes were measured; `add` sums per-episode values over the
+  measured episodes (others count nothing, whatever their values) and which
+  joints were within `JOINT_LIMIT_MARGIN` of a range end. `records()` is
+  each episode's part of the player's result, the means NaN if it was never
+  measured. Shared by the generic player and a robot's own.
+  """
+
+  def __init__(self, n: int, joint_names: Sequence[str], names: Sequence[str]):
+    self.joint_names = tuple(joint_names)
+    self.counted = np.zeros(n)
+    self.sums = {name: np.zeros(n) for name in ("joint_limit_share", *names)}
+    self.limit_by_joint = np.zeros((n, len(self.joint_names)))
+    self._logs: tuple[list, list, list] = ([], [], [])
+
+  def log(self, measured: np.ndarray, command_velocity: np.ndarray, velocity: np.ndarray) -> None:
+    for log, value in zip(self._logs, (command_velocity, velocity, measured)):
+      log.append(value)
+
+  def add(self, measured: np.ndarray, near_limit: np.ndarray, **values: np.ndarray) -> None:
+    """Sums `values` (each of `names` -> [n]) and the limit hits `near_limit` [n, joints] of the measured episodes."""
+    w = measured.astype(float)
+    self.sums["joint_limit_share"] += w * near_limit.any(axis=-1)
+    self.limit_by_joint += w[:, None] * near_limit
+    for name, value in values.items():
+      self.sums[name] += np.where(measured, value, 0.0)
+    self.counted += w
+
+  def records(self) -> list[dict[str, Any]]:
+    """Per episode: its commanded and achieved velocities (`cmd`, `vel` [T, 3] over its measured
+    steps), its means (`joint_limit_share` and each of `names`) and `joint_limit_by_joint`."""
+    cmd, vel, used = (np.array(log) for log in self._logs)
+    out = []
+    for i, counted in enumerate(self.counted):
+      episode: dict[str, Any] = dict(cmd=cmd[used[:, i], i], vel=vel[used[:, i], i])
+      episode.update({k: float(total[i] / counted) if counted else float("nan") for k, total in self.sums.items()})
+      episode["joint_limit_by_joint"] = {
+        name: round(float(self.limit_by_joint[i, j] / counted), 3)
+        for j, name in enumerate(self.joint_names)
+        if counted and self.limit_by_joint[i, j]
+      }
+      out.append(episode)
+    return out
+
+
 def _policy_input(obs: Any) -> np.ndarray:
   """The policy's observation: the env's array, or its `state` entry (MuJoCo Playground's
   asymmetric actor-critic observations)."""
@@ -177,10 +225,9 @@ def play(
   survival = steps_of * dt
   kicks = np.zeros(n, int)
   last_action = np.zeros((n, env.action_size), np.float32)
-  sums = {k: np.zeros(n) for k in ("smooth", "joint_speed", "limit", "power")}
-  limit_by_joint = np.zeros((n, len(joints)))
-  counted = np.zeros(n)
-  cmd_log, vel_log, used = [], [], []
+  meter = EpisodeMeter(
+    n, [model.actuator(i).name for i in range(model.nu)], ("action_smoothness", "joint_speed_radps", "power_w")
+  )
   for t in range(total):
     command = np.stack([c.at(t * dt, size) for c, _ in episodes])
     running = alive & (t < steps_of)
@@ -208,32 +255,27 @@ def play(
     end_xy[ok] = qpos[ok, 0:2]
     measured = ok & (t + 1 > settle)
     vel = _heading_velocity(qpos, qvel)
-    w = measured.astype(float)
     q, dq = qpos[:, act_qpos], qvel[:, act_dof]
     near = limited & ((q < jnt_range[:, 0] + JOINT_LIMIT_MARGIN) | (q > jnt_range[:, 1] - JOINT_LIMIT_MARGIN))
-    sums["smooth"] += w * np.mean(np.abs(action - last_action), axis=-1)
-    sums["joint_speed"] += w * np.mean(np.abs(dq), axis=-1)
-    sums["limit"] += w * near.any(axis=-1)
-    sums["power"] += w * np.sum(np.abs(force * dq), axis=-1)
-    limit_by_joint += w[:, None] * near
-    counted += w
+    meter.add(
+      measured,
+      near,
+      action_smoothness=np.mean(np.abs(action - last_action), axis=-1),
+      joint_speed_radps=np.mean(np.abs(dq), axis=-1),
+      power_w=np.sum(np.abs(force * dq), axis=-1),
+    )
     velocity_command = np.stack(
       [command[:, k] if k is not None else np.zeros(n, np.float32) for k in velocity_index], axis=-1
     )
-    cmd_log.append(velocity_command)
-    vel_log.append(vel)
-    used.append(measured)
+    meter.log(measured, velocity_command, vel)
     last_action = np.where(ok[:, None], action, last_action)
     if on_step is not None and on_step(StepView(t, (t + 1) * dt, qpos, seen, action, command, running)) is False:
       survival = np.minimum(survival, (t + 1) * dt)
       break
     if not (alive & (t + 1 < steps_of)).any():
       break
-  cmd_log, vel_log, used = np.array(cmd_log), np.array(vel_log), np.array(used)
-  names = [model.actuator(i).name for i in range(model.nu)]
   out = []
-  for i, (command, s) in enumerate(episodes):
-    mean = lambda k, i=i: float(sums[k][i] / counted[i]) if counted[i] else float("nan")  # noqa: E731
+  for i, ((command, s), measured) in enumerate(zip(episodes, meter.records())):
     out.append(
       dict(
         command=command.name,
@@ -244,18 +286,8 @@ def play(
         fell=bool(not alive[i]),
         fall_cause=cause[i],
         pushes=int(kicks[i]),
-        cmd=cmd_log[used[:, i], i],
-        vel=vel_log[used[:, i], i],
         distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
-        joint_limit_share=mean("limit"),
-        joint_limit_by_joint={
-          name: round(float(limit_by_joint[i, j] / counted[i]), 3)
-          for j, name in enumerate(names)
-          if counted[i] and limit_by_joint[i, j]
-        },
-        action_smoothness=mean("smooth"),
-        joint_speed_radps=mean("joint_speed"),
-        power_w=mean("power"),
+        **measured,
       )
     )
   return out
@@ -283,7 +315,7 @@ def score(
     env,
     episodes,
     suite.command_names,
-    ObservationLayout(tuple((b["name"], int(b["size"])) for b in layout)) if layout else None,
+    ObservationLayout.from_json(layout) if layout else None,
     randomizer,
     seed,
   )

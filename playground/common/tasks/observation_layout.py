@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 import jax.numpy as jp
@@ -73,3 +74,8 @@ class ObservationLayout:
   def to_json(self) -> list[dict[str, Any]]:
     """Layout as [{'name', 'start', 'size'}, ...] for metadata files."""
     return [{"name": name, "start": s.start, "size": s.stop - s.start} for name, s in self.slices.items()]
+
+  @classmethod
+  def from_json(cls, blocks: Sequence[Mapping[str, Any]]) -> ObservationLayout:
+    """The layout `to_json` wrote (e.g. a policy file's `observation_layout` metadata)."""
+    return cls(tuple((str(block["name"]), int(block["size"])) for block in blocks))

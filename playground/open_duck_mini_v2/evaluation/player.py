@@ -34,6 +34,8 @@ import numpy as np
 from flax import struct
 from mujoco import mjx
 
+from playground.common.evaluation.player import JOINT_LIMIT_MARGIN
+from playground.common.evaluation.player import EpisodeMeter
 from playground.common.evaluation.scorecard import SETTLE_S
 from playground.common.evaluation.scorecard import Command
 from playground.common.tasks import randomize
@@ -177,8 +179,6 @@ class RuntimeSource:
     return self.loop.observe(commands=self.commands, **self.hardware.sense(datas))
 
 
-#: A joint closer than this to a limit of its range counts as a limit hit.
-JOINT_LIMIT_MARGIN = 0.02
 SOURCES = ("env", "runtime")
 _NEVER = 10**15  # control steps: no push
 
@@ -287,7 +287,6 @@ def play(
   start_xy = np.stack([d.xpos[root, :2].copy() for d in datas])
   end_xy = start_xy.copy()
   last_action = np.zeros((n, len(ids.home_ctrl)), np.float32)
-  counted = np.zeros(n)
   push_rng = np.random.default_rng(seed)
   pushes = [c.pushes for c, _ in episodes]
   push_lo = np.array([p.interval[0] if p else np.inf for p in pushes])
@@ -300,9 +299,9 @@ def play(
 
   push_at = next_push(np.zeros(n, np.int64))
   kicks = np.zeros(n, int)
-  sums = {k: np.zeros(n) for k in ("slip", "limit", "smooth", "power", "joint_speed")}
-  limit_by_joint = np.zeros((n, len(ids.home_ctrl)))
-  cmd_log, vel_log, used = [], [], []
+  meter = EpisodeMeter(
+    n, constants.ACTUATOR_NAMES, ("foot_slip_mps", "action_smoothness", "joint_speed_radps", "power_w")
+  )
   settle = int(round(SETTLE_S / dt))
   for t in range(total):
     command = np.stack([c.at(t * dt, commands.SIZE) for c, _ in episodes])
@@ -358,17 +357,15 @@ def play(
       near = (q < jnt_range[:, :, 0] + JOINT_LIMIT_MARGIN) | (q > jnt_range[:, :, 1] - JOINT_LIMIT_MARGIN)
       force = np.stack([d.actuator_force for d in datas])
       qvel = np.stack([d.qvel[ids.act_dof] for d in datas])
-      w = measured.astype(float)
-      sums["slip"] += w * slip
-      sums["limit"] += w * near.any(axis=-1)
-      limit_by_joint += w[:, None] * near
-      sums["smooth"] += w * np.mean(np.abs(action - last_action), axis=-1)
-      sums["power"] += w * np.sum(np.abs(force * qvel), axis=-1)
-      sums["joint_speed"] += w * np.mean(np.abs(qvel[:, legs]), axis=-1)
-      counted += w
-    cmd_log.append(command[:, :3])
-    vel_log.append(vel)
-    used.append(measured)
+      meter.add(
+        measured,
+        near,
+        foot_slip_mps=slip,
+        action_smoothness=np.mean(np.abs(action - last_action), axis=-1),
+        joint_speed_radps=np.mean(np.abs(qvel[:, legs]), axis=-1),
+        power_w=np.sum(np.abs(force * qvel), axis=-1),
+      )
+    meter.log(measured, command[:, :3], vel)
     last_action = np.where(ok[:, None], action, last_action)
     if on_step is not None:
       view = StepView(t, (t + 1) * dt, models, datas, seen, obs, action, ctrl, command, running)
@@ -377,10 +374,8 @@ def play(
         break
     if not (alive & (t + 1 < steps_of)).any():
       break
-  cmd_log, vel_log, used = np.array(cmd_log), np.array(vel_log), np.array(used)
   out = []
-  for i, (command, s) in enumerate(episodes):
-    mean = lambda k, i=i: float(sums[k][i] / counted[i]) if counted[i] else float("nan")  # noqa: E731
+  for i, ((command, s), measured) in enumerate(zip(episodes, meter.records())):
     out.append(
       dict(
         command=command.name,
@@ -392,19 +387,8 @@ def play(
         fall_cause=cause[i] or None,
         pushes=int(kicks[i]),
         trunk_com_offset_m=[round(float(v), 4) for v in models[i].body_ipos[root] - env.mj_model.body_ipos[root]],
-        cmd=cmd_log[used[:, i], i],
-        vel=vel_log[used[:, i], i],
         distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
-        foot_slip_mps=mean("slip"),
-        joint_limit_share=mean("limit"),
-        joint_limit_by_joint={
-          name: round(float(limit_by_joint[i, j] / counted[i]), 3)
-          for j, name in enumerate(constants.ACTUATOR_NAMES)
-          if counted[i] and limit_by_joint[i, j]
-        },
-        action_smoothness=mean("smooth"),
-        joint_speed_radps=mean("joint_speed"),
-        power_w=mean("power"),
+        **measured,
       )
     )
   return out
