@@ -3,6 +3,7 @@
     uv run benchmarks/reference_openloop.py                         # the built-in table
     uv run benchmarks/reference_openloop.py --set double_support_ratio=0.0 --set swing_height=0.015
     uv run benchmarks/reference_openloop.py --reference my_table.npz --robust
+    uv run benchmarks/reference_openloop.py --servo c001 --robust      # on C001 servos
 
 The joystick env (its servos, speed limit and contacts) drives the motors to
 the reference's joint positions at the gait phase, with no feedback at all.
@@ -13,7 +14,11 @@ command, the velocity achieved in the starting heading frame (after 1 s) and
 the share of episodes still standing after `--seconds`, and the share of
 time a foot is off the ground (the reference lifts each foot 30% of the time
 with its default double support). `--robust` keeps the
-env's randomization, noise and delays (pushes stay off).
+env's randomization, noise and delays (pushes stay off). `--servo NAME` plays
+with that servo profile's actuators, speed limit and randomization (the gait
+stays the built-in one, as in training; `--reference
+playground/open_duck_mini_v2/data/reference_gait_c001.npz` plays the C001's
+slowed gait).
 """
 
 from __future__ import annotations
@@ -38,19 +43,35 @@ def _yaw(quat):
   return jp.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
 
 
-def play(table, robust: bool, envs: int, seconds: float, seed: int = 0) -> list[dict]:
-  """Open-loop playback of `table` for each of COMMANDS (and a zero-action baseline)."""
+def playback_config(table, robust: bool, servo: str | None = None):
+  """The joystick env config that plays `table` open loop: no imitation, one command per episode.
+
+  The phase advances at the table's own rate. With imitation off the env
+  loads no table, so without this every table would run at the default
+  period (until 2026-12-05 a slowed-down gait ran twice as fast as made).
+  """
+  from playground.open_duck_mini_v2.tasks import base
+  from playground.open_duck_mini_v2.tasks import joystick
+
+  cfg = base.keeping_disturbances(joystick.default_config(), noise=robust, delays=robust, randomization=robust)
+  cfg.reward_config.scales.imitation = 0.0  # the table is played here, not rewarded
+  if servo is not None:
+    cfg.servo_profile = servo
+  cfg.gait_frequency = float(table.frequency)
+  cfg.command_config.resample_interval = (1e6, 1e6)
+  return cfg
+
+
+def play(table, robust: bool, envs: int, seconds: float, seed: int = 0, servo: str | None = None) -> list[dict]:
+  """Open-loop playback of `table` for each of COMMANDS (and a zero-action baseline), on `servo`'s servos."""
   import jax
   import jax.numpy as jp
   import numpy as np
 
-  from playground.open_duck_mini_v2.tasks import base
   from playground.open_duck_mini_v2.tasks import joystick
   from playground.open_duck_mini_v2.tasks.gait_tables import FRAME_LAYOUT
 
-  cfg = base.keeping_disturbances(joystick.default_config(), noise=robust, delays=robust, randomization=robust)
-  cfg.reward_config.scales.imitation = 0.0  # the table is played here, not rewarded
-  cfg.command_config.resample_interval = (1e6, 1e6)
+  cfg = playback_config(table, robust, servo)
   env = joystick.Joystick(config=cfg)
   home = jp.asarray(env.ids.home_ctrl)
   head = np.asarray(env.ids.head_act)
@@ -107,14 +128,22 @@ def main(argv=None) -> int:
   parser.add_argument("--reference", help=".npz table (default: the built-in one, or one generated with --set)")
   parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="generate with these overrides")
   parser.add_argument("--robust", action="store_true", help="keep randomization, noise and delays (pushes stay off)")
+  parser.add_argument("--servo", help="servo profile whose servos play the gait (default: the default profile)")
   parser.add_argument("--envs", type=int, default=8)
   parser.add_argument("--seconds", type=float, default=5.0)
   args = parser.parse_args(argv)
 
   from playground.common import configs
   from playground.common.tasks import reference_motion
+  from playground.open_duck_mini_v2.model import servos
   from playground.open_duck_mini_v2.tasks import gait_generator
 
+  if args.servo is not None:
+    try:
+      servos.profile(args.servo)
+    except configs.ConfigError as e:
+      print(f"error: {e}", file=sys.stderr)
+      return 2
   start = time.perf_counter()
   if args.set:
     gen = configs.apply_overrides(gait_generator.default_config(), configs.parse_overrides(args.set))
@@ -124,7 +153,7 @@ def main(argv=None) -> int:
   else:
     table = gait_generator.load_default()
   generated = time.perf_counter() - start
-  results = play(table, args.robust, args.envs, args.seconds)
+  results = play(table, args.robust, args.envs, args.seconds, servo=args.servo)
   emit(
     dict(
       benchmark="reference_openloop",
@@ -132,6 +161,7 @@ def main(argv=None) -> int:
       reference=table.source,
       overrides=args.set,
       robust=args.robust,
+      servo=args.servo or servos.DEFAULT,
       envs=args.envs,
       seconds=args.seconds,
       generate_s=round(generated, 1),

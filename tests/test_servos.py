@@ -158,9 +158,18 @@ def test_the_runner_takes_a_profile_with_one_flag_and_refuses_an_unknown_one():
 
   config = resolved("servo_profile=c001")
   assert servos.name_of(config) == "c001" and servos.speed_limit(config) == 2.7
-  assert gait_tables.table_path(config) == gait_tables.servo_table("c001")
+  # Slower servos play the built-in gait (their speed limit clips it), or with one more key the slowed one.
+  assert gait_tables.table_path(config) == gait_tables.BUILTIN_TABLE
+  slowed = resolved("servo_profile=c001", "reference.servo_gait=slowed")
+  assert gait_tables.table_path(slowed) == gait_tables.servo_table("c001") != gait_tables.BUILTIN_TABLE
   with pytest.raises(configs.ConfigError, match="valid choices: sts3215_7v4, sts3215_12v, c001"):
     resolved("servo_profile=c002")
+  with pytest.raises(configs.ConfigError, match="valid choices: builtin, slowed"):
+    resolved("servo_profile=c001", "reference.servo_gait=slow")
+  # A run recorded before the key played the slowed gait, and still does when resumed.
+  recorded = config_dict.ConfigDict(config.to_dict())
+  del recorded.reference["servo_gait"]
+  assert gait_tables.table_path(recorded) == gait_tables.servo_table("c001")
 
 
 def test_the_derived_gait_obeys_the_speed_limit():
@@ -200,7 +209,9 @@ def test_the_policy_metadata_carries_the_servo_profile():
   config.servo_profile = "c001"
   metadata = duck_contract("joystick", config).metadata
   assert metadata["servo_profile"] == "c001" and metadata["max_motor_velocity"] == 2.7
-  assert metadata["gait_period_steps"] == 53  # the gait slowed down to the c001's speed
+  assert metadata["gait_period_steps"] == 27  # the built-in gait, clipped by the servos
+  config.reference.servo_gait = "slowed"
+  assert duck_contract("joystick", config).metadata["gait_period_steps"] == 53  # slowed down to the c001's speed
 
 
 def test_score_refuses_an_unknown_servo_in_one_line(tmp_path):
@@ -210,3 +221,18 @@ def test_score_refuses_an_unknown_servo_in_one_line(tmp_path):
   assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
   assert "c01" in lines[0] and all(name in lines[0] for name in servos.PROFILES)
   assert not list(tmp_path.iterdir())
+
+
+def test_the_open_loop_benchmark_plays_a_table_at_its_own_period():
+  """A gait slower than the default ran twice as fast as made in `reference_openloop` until 2026-12-05."""
+  import importlib.util
+
+  path = REPO_ROOT / "benchmarks" / "reference_openloop.py"
+  spec = importlib.util.spec_from_file_location("reference_openloop", path)
+  benchmark = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(benchmark)
+  table = ReferenceTable.load(gait_tables.servo_table("c001"))
+  assert table.period > 1.0  # slower than the default 0.54 s
+  config = benchmark.playback_config(table, robust=False, servo="c001")
+  assert env_class("joystick").gait_frequency_of(config) == pytest.approx(1.0 / table.period)
+  assert servos.name_of(config) == "c001" and config.reward_config.scales.imitation == 0.0

@@ -121,6 +121,7 @@ class OpenDuckMiniV2Runner(BaseRunner):
   def resolve_config(self) -> ResolvedConfig:
     cfg = super().resolve_config()
     servos.of_config(cfg.env_config)  # a wrong `--set servo_profile=` is one line, before JAX loads
+    servos.gait_of(cfg.env_config)  # and so is a wrong `--set reference.servo_gait=`
     path = self.args.extra.get("reference")
     if path:
       if self.args.env != "joystick":

@@ -28,6 +28,15 @@ from playground.common import configs
 #: The profile of configs that name none (runs recorded before the option).
 DEFAULT = "sts3215_7v4"
 
+#: Which reference gait servos slower than the default play (env config key
+#: `reference.servo_gait`): "builtin", the built-in gait, whose fastest moments
+#: the servos' speed limit clips; or "slowed", the built-in gait slowed down to
+#: their speed (`gait_generator.fit_to_speed`). Slowed for the C001, the gait
+#: does not lift its feet (it moves the duck at 0.01 m/s played open loop,
+#: against 0.025-0.031 for the clipped built-in one) and the policies trained
+#: on it stood still: docs/servos.md.
+SERVO_GAITS = ("builtin", "slowed")
+
 
 @dataclasses.dataclass(frozen=True)
 class ServoProfile:
@@ -141,6 +150,17 @@ def name_of(config: Any) -> str:
 def of_config(config: Any) -> ServoProfile:
   """The servo profile of an env config (see `name_of`)."""
   return profile(name_of(config))
+
+
+def gait_of(config: Any) -> str:
+  """Which gait an env config's servos play (`SERVO_GAITS`); `ConfigError` naming the choices if unknown.
+
+  Configs recorded before the key (2026-12-05) played the slowed gait.
+  """
+  reference = config.get("reference")
+  value = str(reference.get("servo_gait", "slowed")) if reference is not None else "builtin"
+  configs.check_choice("reference.servo_gait", value, SERVO_GAITS)
+  return value
 
 
 def speed_limit(config: Any) -> float:

@@ -31,7 +31,7 @@ NUM_JOINTS = len(constants.ACTUATOR_NAMES)
 #: Layout of one frame of the duck's reference tables.
 FRAME_LAYOUT = frame_layout(NUM_JOINTS)
 #: The built-in generated gait (`gait_generator.py generate`), used when
-#: `reference.path` is empty and the servos are fast enough for it (`servo_table`).
+#: `reference.path` is empty (`table_path`).
 BUILTIN_TABLE = constants.ROOT_PATH / "data" / "reference_gait.npz"
 #: rad/s: the servo speed the built-in gait was made and trained for (the default servo profile's).
 BUILTIN_SERVO_SPEED = servos.PROFILES[servos.DEFAULT].max_velocity
@@ -72,8 +72,13 @@ def uses_reference(config: Any) -> bool:
 
 
 def table_path(config: Any) -> Path:
-  """The reference table a joystick env built from `config` reads (`reference.path`, else its servos' gait)."""
-  return Path(config.reference.path) if config.reference.path else servo_table(servos.name_of(config))
+  """The reference table a joystick env built from `config` reads: `reference.path`, else the
+  built-in gait, or with `reference.servo_gait="slowed"` the one slowed down to its servos (`servo_table`)."""
+  if config.reference.path:
+    return Path(config.reference.path)
+  if servos.gait_of(config) == "builtin":
+    return BUILTIN_TABLE
+  return servo_table(servos.name_of(config))
 
 
 #: Index of our 14 joints among the community file's 16 (antennas dropped).

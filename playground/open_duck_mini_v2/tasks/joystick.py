@@ -95,6 +95,10 @@ def default_config() -> config_dict.ConfigDict:
       # gait at a zero command too, imitation pays there as well, and
       # stand_still (legs at home) is not computed.
       step_in_place=False,
+      # The gait servos slower than the default play (`servos.SERVO_GAITS`):
+      # "builtin" (their speed limit clips its fastest moments) or "slowed"
+      # (`gait_generator.fit_to_speed`, which does not lift the C001's feet).
+      servo_gait="builtin",
     )
   )
   return config
