@@ -3,9 +3,10 @@
 A profile is one choice (env config key `servo_profile`) that flows to the
 simulated actuators (`robot_model.load_model`), the speed limit of the motor
 targets (`speed_limit`), the randomization around them (`domain_randomization`),
-the reference gait (`gait_tables.table_path`, generated for the profile's
-speed limit by `gait_generator.fit_to_speed`), the policy file's metadata and
-the scorecard (`score.py --servo NAME`).
+the reference gait (`gait_tables.table_path`: the built-in gait clipped by the
+speed limit, or with `reference.servo_gait="slowed"` one slowed down to it by
+`gait_generator.fit_to_speed`), the policy file's metadata and the scorecard
+(`score.py --servo NAME`).
 
 Every value and its source is in docs/servos.md. What is not known about a
 servo is not guessed: the profile takes the nominal value of the identified
