@@ -96,6 +96,16 @@ def test_a_leaning_policy_is_measured_moving_or_falling(tmp_path):
   assert stand["falls"] == 1 or stand["distance_m"] > 0.05
 
 
+def test_a_file_alone_is_played_with_the_default_trunk_offsets_and_its_card_says_so(tmp_path):
+  # Without its run's config a file gets the env's default range (the upstream +-5 cm), not the
+  # +-3 cm a `cpu`-preset run trained and is judged with: the card names the range it played.
+  policy = write_policy(tmp_path / "zero.onnx")
+  card = scorecard.score(policy, seeds=1, commands=scorecard.suite()[:1])
+  assert "trunk offsets within +-5.0 cm" in card["conditions"] and "trained with" not in card["conditions"]
+  clean = scorecard.score(policy, seeds=1, clean=True, commands=scorecard.suite()[:1])
+  assert "trunk offsets" not in clean["conditions"]
+
+
 def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
   commands = [c for c in scorecard.suite() if c.name in ("left_0.1", "right_0.1", "forward_0.1")]
 

@@ -229,11 +229,11 @@ def score(
       card["conditions"] += f", another runtime contract: {dataclasses.asdict(contract)}"
     card["conditions"] += ")"
   margin = float(((env_config or {}).get("domain_randomization") or {}).get("com_offset_margin", 0.0))
-  if margin and not clean and not config.domain_randomization.com_offset_margin:
-    card["conditions"] += (
-      f"; trunk offsets within +-{100 * config.domain_randomization.com_offset:.1f} cm"
-      f" (trained with {100 * margin:.1f} cm more)"
-    )
+  if not clean:
+    # A file played alone gets the env's default range (the upstream +-5 cm), a run's checkpoint its run's.
+    card["conditions"] += f"; trunk offsets within +-{100 * config.domain_randomization.com_offset:.1f} cm"
+    if margin and not config.domain_randomization.com_offset_margin:
+      card["conditions"] += f" (trained with {100 * margin:.1f} cm more)"
   card["servo_profile"] = servos.name_of(config)
   if servo is not None:
     trained = metadata.get("servo_profile", servos.DEFAULT)
