@@ -96,12 +96,17 @@ def test_a_leaning_policy_is_measured_moving_or_falling(tmp_path):
   assert stand["falls"] == 1 or stand["distance_m"] > 0.05
 
 
-def test_a_file_alone_is_played_with_the_default_trunk_offsets_and_its_card_says_so(tmp_path):
-  # Without its run's config a file gets the env's default range (the upstream +-5 cm), not the
-  # +-3 cm a `cpu`-preset run trained and is judged with: the card names the range it played.
+def test_a_file_alone_is_played_with_the_trunk_offsets_it_trained_with_and_its_card_says_so(tmp_path):
+  # Without its run's config a file gets the range in its metadata: the env's default (the upstream
+  # +-5 cm) here, the +-3 cm a `cpu`-preset run is judged with there. The card names the range it played.
   policy = write_policy(tmp_path / "zero.onnx")
   card = scorecard.score(policy, seeds=1, commands=scorecard.suite()[:1])
   assert "trunk offsets within +-5.0 cm" in card["conditions"] and "trained with" not in card["conditions"]
+  cpu = write_policy(tmp_path / "cpu.onnx", {"trunk_offset_m": 0.03, "trunk_offset_margin_m": 0.005})
+  card = scorecard.score(cpu, seeds=2, commands=scorecard.suite()[:1])
+  assert "trunk offsets within +-3.0 cm (trained with 0.5 cm more)" in card["conditions"]
+  offsets = np.array([e["trunk_com_offset_m"] for e in card["episodes"]])
+  assert np.abs(offsets).max() <= 0.03 and np.abs(offsets).max() > 0.005
   clean = scorecard.score(policy, seeds=1, clean=True, commands=scorecard.suite()[:1])
   assert "trunk offsets" not in clean["conditions"]
 

@@ -214,6 +214,14 @@ def test_the_policy_metadata_carries_the_servo_profile():
   assert duck_contract("joystick", config).metadata["gait_period_steps"] == 53  # slowed down to the c001's speed
 
 
+def test_the_policy_metadata_carries_the_trunk_offsets_it_trained_with():
+  assert duck_contract("joystick").metadata["trunk_offset_m"] == 0.05  # the env's default, the upstream +-5 cm
+  config = env_class("joystick").default_config()
+  config.domain_randomization.update(com_offset=0.03, com_offset_margin=0.005)  # as the cpu preset trains
+  metadata = duck_contract("joystick", config).metadata
+  assert metadata["trunk_offset_m"] == 0.03 and metadata["trunk_offset_margin_m"] == 0.005
+
+
 def test_score_refuses_an_unknown_servo_in_one_line(tmp_path):
   result = run_cli(WALKER / "policy.onnx", "--servo", "c01", "--output", tmp_path, script=SCORE, timeout=300)
   assert result.returncode == 2

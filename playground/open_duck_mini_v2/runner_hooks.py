@@ -92,6 +92,10 @@ def policy_metadata(env: Any, env_name: str, env_config: config_dict.ConfigDict)
     "home_pose": [float(x) for x in env.ids.home_ctrl],
     "servo_profile": servos.name_of(env_config),
     "max_motor_velocity": servos.speed_limit(env_config),
+    # m, +-U per axis of the trunk's centre of mass the policy is judged at (its training
+    # range less the training-only margin): a file scored alone is played with it.
+    "trunk_offset_m": float(env_config.domain_randomization.com_offset),
+    "trunk_offset_margin_m": float(env_config.domain_randomization.get("com_offset_margin", 0.0)),
     "control_period_s": float(env_config.ctrl_dt),
     "gait_frequency_hz": frequency,
     "gait_period_steps": round(phase_steps, 6),

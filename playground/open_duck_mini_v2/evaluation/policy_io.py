@@ -131,7 +131,8 @@ def play_config(
   """The env config to play a policy with: the run's (or the env's default), as the policy was trained.
 
   The action scale, gait frequency and observation history come from the
-  file's metadata. The trunk offset's training margin is dropped (see
+  file's metadata, and without a run's config so does the trunk offset range
+  (`trunk_offset_m`). The trunk offset's training margin is dropped (see
   `randomize.default_config`). `overrides` (`configs.parse_overrides` pairs)
   change it first, as `--set` does for training; an unknown key raises
   `ConfigError`. `servo` names other servos to play it with (`servos.select`,
@@ -141,6 +142,10 @@ def play_config(
   config = env_class(metadata["env"]).default_config()
   if env_config is not None:
     config = config_dict.ConfigDict(env_config)
+  elif "trunk_offset_m" in metadata:
+    # A file alone is judged at the trunk offsets it trained with (files exported before
+    # the key: the env's default, the upstream +-5 cm).
+    config.domain_randomization.com_offset = float(metadata["trunk_offset_m"])
   # Judged at the randomization's nominal ranges: the trunk offset's training
   # margin (`com_offset_margin`) is left out, unless `overrides` set it again.
   if config.domain_randomization.get("com_offset_margin", 0.0):

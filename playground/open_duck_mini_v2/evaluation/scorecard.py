@@ -228,9 +228,13 @@ def score(
     if contract != runtime.CONTRACT:
       card["conditions"] += f", another runtime contract: {dataclasses.asdict(contract)}"
     card["conditions"] += ")"
-  margin = float(((env_config or {}).get("domain_randomization") or {}).get("com_offset_margin", 0.0))
+  if env_config is not None:
+    margin = float((env_config.get("domain_randomization") or {}).get("com_offset_margin", 0.0))
+  else:
+    margin = float(metadata.get("trunk_offset_margin_m", 0.0))
   if not clean:
-    # A file played alone gets the env's default range (the upstream +-5 cm), a run's checkpoint its run's.
+    # A run's checkpoint gets its run's range, a file alone the one in its metadata (a file
+    # exported before that key: the env's default, the upstream +-5 cm).
     card["conditions"] += f"; trunk offsets within +-{100 * config.domain_randomization.com_offset:.1f} cm"
     if margin and not config.domain_randomization.com_offset_margin:
       card["conditions"] += f" (trained with {100 * margin:.1f} cm more)"
