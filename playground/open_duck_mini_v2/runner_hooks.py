@@ -142,7 +142,8 @@ def score_checkpoint(step_dir: Path, step: int, env_config: dict[str, Any], task
   Observed by the env's functions (`score.json`, `score/*`) with `seeds`
   episodes per command, then as the robot runtime does (`score_runtime.json`,
   `score/runtime_*`) with a sixth of them (at least 2; a card costs about 3 s
-  per seed on 2 cores). Updates `best_policy.onnx` / `best_score.json`
+  per seed on 2 cores), drawn anew at each checkpoint: the same few models at
+  every checkpoint would bias the whole run's runtime curve. Updates `best_policy.onnx` / `best_score.json`
   (`best_policy.update_best`). Returns the TensorBoard scalars of both cards.
   """
   policy = Path(step_dir) / POLICY_FILE
@@ -151,7 +152,7 @@ def score_checkpoint(step_dir: Path, step: int, env_config: dict[str, Any], task
   card = scorecard.score(policy, env_config, seeds=seeds, task=task)
   write(card, Path(step_dir))
   logger.info("%s (step %s, %.1f s)", headline_line(card), f"{step:,}", card["wall_time_s"])
-  runtime_card = scorecard.score(policy, env_config, seeds=max(2, seeds // 6), task=task, source="runtime")
+  runtime_card = scorecard.score(policy, env_config, seeds=max(2, seeds // 6), task=task, source="runtime", seed=step)
   write(runtime_card, Path(step_dir), "score_runtime")
   logger.info("%s (%.1f s)", headline_line(runtime_card), runtime_card["wall_time_s"])
   run_dir = Path(step_dir).parent
