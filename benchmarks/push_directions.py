@@ -20,7 +20,13 @@ pendulum: (distance from the centre of mass to the edge of the soles'
 support polygon along the kick) x sqrt(g / centre-of-mass height). A kick
 above it needs a recovery step (or a hip motion the pendulum leaves out).
 
+It also splits the falls by where the randomized trunk centre of mass sits
+along the kick (ahead of nominal: toward the side the kick pushes to), and
+`--without` turns one disturbance off (`--set` changes any env value), to
+find which of them the falls come from.
+
   uv run python -m benchmarks.push_directions tests/fixtures/walker/policy.onnx --seeds 3
+  uv run python -m benchmarks.push_directions tests/fixtures/walker/policy.onnx --without randomization
 """
 
 from __future__ import annotations
@@ -35,6 +41,16 @@ from benchmarks.common import machine
 
 #: Commands played: name -> (vx, vy, yaw_rate).
 COMMANDS = {"stand": (0.0, 0.0, 0.0), "forward_0.1": (0.1, 0.0, 0.0)}
+#: What `--without` can turn off.
+DISTURBANCES = ("noise", "delays", "randomization")
+#: cm: bins of the trunk centre of mass's randomized offset along the kick.
+OFFSET_BINS_CM = (-1.0, 1.0)
+
+
+def offset_along_kick(offsets_m: np.ndarray, heading_deg: np.ndarray) -> np.ndarray:
+  """cm of each trunk centre-of-mass offset (trunk frame) along its kick (deg from the heading)."""
+  a = np.radians(heading_deg)
+  return 100.0 * (offsets_m[:, 0] * np.cos(a) + offsets_m[:, 1] * np.sin(a))
 
 
 def capture_limits(angles_deg: np.ndarray) -> dict[str, float]:
@@ -82,7 +98,19 @@ def main() -> None:
   parser.add_argument("--kick_at", type=float, default=2.0, help="s into the episode")
   parser.add_argument("--after", type=float, default=3.0, help="s played after the kick")
   parser.add_argument("--runtime", action="store_true", help="observe as the robot runtime does")
+  parser.add_argument(
+    "--without", nargs="+", default=[], choices=DISTURBANCES, help="disturbances to turn off (default: all on)"
+  )
+  parser.add_argument(
+    "--set",
+    dest="overrides",
+    action="append",
+    default=[],
+    metavar="KEY=VALUE",
+    help="change the env config before playing, e.g. domain_randomization.com_offset=0.0",
+  )
   args = parser.parse_args()
+  from playground.common import configs
   from playground.common.evaluation.scorecard import Command
   from playground.open_duck_mini_v2.evaluation import player
   from playground.open_duck_mini_v2.evaluation import policy_io
@@ -90,7 +118,11 @@ def main() -> None:
 
   policy_path, env_config, _ = policy_io.resolve_policy(Path(args.path))
   metadata = policy_io.read_metadata(policy_path)
-  config = policy_io.play_config(metadata, env_config, noise=True, delays=True, randomization=True)
+  on = {name: name not in args.without for name in DISTURBANCES}
+  try:
+    config = policy_io.play_config(metadata, env_config, **on, overrides=configs.parse_overrides(args.overrides))
+  except configs.ConfigError as e:
+    raise SystemExit(f"error: {e}") from None
   policy = policy_io.onnx_policy(policy_path, batched=True)
   angles = np.arange(args.directions) * 360.0 / args.directions
   period = 1.0 / float(metadata.get("gait_frequency_hz") or config.get("gait_frequency", 1.0))
@@ -122,6 +154,7 @@ def main() -> None:
   fell = np.array([e["fell"] for e in played])
   survival = np.array([e["survival_s"] for e in played])
   toppled = fell & (survival > kick_time)  # fell after its kick
+  offsets = np.array([e["trunk_com_offset_m"] for e in played])
   unkicked = np.flatnonzero(~kicked & ~(fell & ~toppled))
   if unkicked.size:
     raise SystemExit(f"error: {unkicked.size} episodes were never kicked (first: {episodes[unkicked[0]][0].name})")
@@ -135,13 +168,23 @@ def main() -> None:
     "machine": machine(),
     "no_step_capture_limit_mps_by_direction_deg": capture_limits(angles),
     "gait_period_s": round(period, 4),
+    "without": sorted(args.without),
+    "overrides": args.overrides,
     "falls_before_kick": int((fell & ~toppled).sum()),
     "commands": {},
   }
   for name in COMMANDS:
-    table, by_phase, fall_times, causes = {}, {}, [], {}
+    table, by_phase, by_offset, fall_times, causes = {}, {}, {}, [], {}
     for m in args.magnitudes:
       rows = [cells.index((name, a, m)) for a in angles]
+      ks = np.array([c * args.seeds + s for c in rows for s in range(args.seeds)])
+      along = offset_along_kick(offsets[ks], np.degrees(heading_angle[ks]))
+      bins = np.digitize(along, OFFSET_BINS_CM)
+      edges = (-np.inf, *OFFSET_BINS_CM, np.inf)
+      by_offset[f"{m}"] = {
+        f"{edges[b]:g} to {edges[b + 1]:g}": f"{int(toppled[ks][bins == b].sum())}/{int((bins == b).sum())}"
+        for b in range(len(edges) - 1)
+      }
       table[f"{m}"] = {f"{a:.0f}": round(float(grid[c].mean()), 3) for a, c in zip(angles, rows)}
       # Pooled over directions.
       by_phase[f"{m}"] = {
@@ -156,6 +199,7 @@ def main() -> None:
       "fall_share_by_strength_and_gait_phase": by_phase,
       "fall_share_by_strength": {k: round(float(np.mean(list(v.values()))), 3) for k, v in table.items()},
       "fall_causes": causes,
+      "fall_share_by_strength_and_trunk_offset_along_kick_cm": by_offset,
       "mean_s_kick_to_fall": round(float(np.mean(fall_times)), 2) if fall_times else None,
     }
   emit(result)
