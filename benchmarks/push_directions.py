@@ -45,12 +45,12 @@ COMMANDS = {"stand": (0.0, 0.0, 0.0), "forward_0.1": (0.1, 0.0, 0.0)}
 DISTURBANCES = ("noise", "delays", "randomization")
 #: cm: bins of the trunk centre of mass's randomized offset along the kick.
 OFFSET_BINS_CM = (-1.0, 1.0)
+OFFSET_EDGES_CM = (-np.inf, *OFFSET_BINS_CM, np.inf)
 
 
-def offset_along_kick(offsets_m: np.ndarray, heading_deg: np.ndarray) -> np.ndarray:
-  """cm of each trunk centre-of-mass offset (trunk frame) along its kick (deg from the heading)."""
-  a = np.radians(heading_deg)
-  return 100.0 * (offsets_m[:, 0] * np.cos(a) + offsets_m[:, 1] * np.sin(a))
+def offset_along_kick(offsets_m: np.ndarray, heading_rad: np.ndarray) -> np.ndarray:
+  """cm of each trunk centre-of-mass offset (trunk frame) along its kick (rad from the heading)."""
+  return 100.0 * (offsets_m[:, 0] * np.cos(heading_rad) + offsets_m[:, 1] * np.sin(heading_rad))
 
 
 def capture_limits(angles_deg: np.ndarray) -> dict[str, float]:
@@ -177,10 +177,9 @@ def main() -> None:
     table, by_phase, by_offset, fall_times, causes = {}, {}, {}, [], {}
     for m in args.magnitudes:
       rows = [cells.index((name, a, m)) for a in angles]
-      ks = np.array([c * args.seeds + s for c in rows for s in range(args.seeds)])
-      along = offset_along_kick(offsets[ks], np.degrees(heading_angle[ks]))
-      bins = np.digitize(along, OFFSET_BINS_CM)
-      edges = (-np.inf, *OFFSET_BINS_CM, np.inf)
+      ks = np.array([c * args.seeds + s for c in rows for s in range(args.seeds)])  # the episodes of these cells
+      bins = np.digitize(offset_along_kick(offsets[ks], heading_angle[ks]), OFFSET_BINS_CM)
+      edges = OFFSET_EDGES_CM
       by_offset[f"{m}"] = {
         f"{edges[b]:g} to {edges[b + 1]:g}": f"{int(toppled[ks][bins == b].sum())}/{int((bins == b).sum())}"
         for b in range(len(edges) - 1)
@@ -190,7 +189,7 @@ def main() -> None:
       by_phase[f"{m}"] = {
         f"{(kick_time[s] / period) % 1.0:.3f}": round(float(grid[rows, s].mean()), 3) for s in range(args.seeds)
       }
-      for k in (c * args.seeds + s for c in rows for s in range(args.seeds)):
+      for k in ks:
         if toppled[k]:
           fall_times.append(survival[k] - kick_time[k])
           causes[played[k]["fall_cause"]] = causes.get(played[k]["fall_cause"], 0) + 1

@@ -143,8 +143,9 @@ def score_checkpoint(step_dir: Path, step: int, env_config: dict[str, Any], task
   episodes per command, then as the robot runtime does (`score_runtime.json`,
   `score/runtime_*`) with a sixth of them (at least 2; a card costs about 3 s
   per seed on 2 cores), drawn anew at each checkpoint: the same few models at
-  every checkpoint would bias the whole run's runtime curve. Updates `best_policy.onnx` / `best_score.json`
-  (`best_policy.update_best`). Returns the TensorBoard scalars of both cards.
+  every checkpoint would bias the whole run's runtime curve. Updates
+  `best_policy.onnx` / `best_score.json` (`best_policy.update_best`). Returns
+  the TensorBoard scalars of both cards.
   """
   policy = Path(step_dir) / POLICY_FILE
   if not policy.is_file():
