@@ -179,18 +179,22 @@ def test_unknown_parameter_layouts_are_rejected():
     onnx_graph.build_model(mean, std, params, 3, "gelu")
 
 
-@pytest.mark.parametrize("in_place", [False, True], ids=["stands", "steps_in_place"])
-def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place):
+@pytest.mark.parametrize(
+  "in_place, gain", [(False, 1.0), (True, 1.0), (False, 2.0)], ids=["stands", "steps_in_place", "residual_x2"]
+)
+def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place, gain):
   """A residual policy's ONNX adds the env's feed-forward, read from the observation's command and phase
-  (at a zero command only with `reference.step_in_place`)."""
+  (at a zero command only with `reference.step_in_place`), to its residual times `reference.residual_gain`."""
   from playground.open_duck_mini_v2.model import observations
   from playground.open_duck_mini_v2.tasks import joystick
 
   config = joystick.default_config()
   config.reference.feedforward = True
   config.reference.step_in_place = in_place
+  config.reference.residual_gain = gain
   ff = duck_contract("joystick", config).feedforward
   assert ff is not None and duck_contract("standing").feedforward is None
+  assert ff.residual_gain == gain
   size, actions = observations.STATE_LAYOUT.size, observations.NUM_ACTIONS
   network, params, normalizer = _small_state_policy(size, actions, seed=1)
   path = tmp_path / "ff.onnx"
@@ -211,7 +215,9 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place):
   network_only = policy_file.jax_policy_fn(network, normalizer, params, "state")(obs)
   offsets = np.asarray(jax.vmap(ff.jax_fn())(commands, phases))
   got = onnx_graph.run_onnx(path, obs)
-  np.testing.assert_allclose(got, network_only + offsets, atol=2e-5)
+  np.testing.assert_allclose(got, gain * network_only + offsets, atol=4e-5)
+  if gain != 1.0:  # the gain is in the file: the plain sum is off by the residual itself
+    assert np.abs(got - (network_only + offsets)).max() > 0.1
   if in_place:  # zero commands: the in-place gait is in the output
     assert np.abs(offsets[:40, list(joystick.IMITATED_JOINTS)]).max() > 0.5
   else:  # standing commands: the network alone

@@ -280,10 +280,12 @@ def test_training_with_a_converted_community_file_logs_imitation_components(tmp_
   assert np.abs(expected).max() > 0.3
 
 
-def test_feedforward_env_applies_residual_plus_the_gait_it_observes():
-  """With reference.feedforward the env applies (and remembers) residual + gait, as the ONNX outputs it."""
+@pytest.mark.parametrize("gain", [1.0, 2.0])
+def test_feedforward_env_applies_residual_plus_the_gait_it_observes(gain):
+  """With reference.feedforward the env applies (and remembers) gain x residual + gait, as the ONNX outputs it."""
   config = joystick.default_config()
   config.reference.feedforward = True
+  config.reference.residual_gain = gain
   config.reward_config.scales.imitation = 0.0  # the feed-forward alone loads the reference
   env = joystick.Joystick(config=config)
   ff = env.feedforward
@@ -295,11 +297,11 @@ def test_feedforward_env_applies_residual_plus_the_gait_it_observes():
   for command in (jp.array([0.1, 0.0, 0.3, 0, 0, 0, 0]), jp.zeros(7)):
     state = state.replace(info={**state.info, "command": command})
     state = state.replace(info={**state.info, "phase": jp.asarray(1.3)})
-    expected = residual + gait(command, state.info["phase"])
+    expected = gain * residual + gait(command, state.info["phase"])
     after = step(state, residual)
     np.testing.assert_allclose(after.info["last_actions"][0], expected, atol=1e-6)
     moving = bool(jp.linalg.norm(command[:3]) > 0.01)
-    assert (float(jp.abs(expected - residual).max()) > 0.3) == moving  # the gait only while moving
+    assert (float(jp.abs(expected - gain * residual).max()) > 0.3) == moving  # the gait only while moving
     # The observation carries the command and phase the next feed-forward uses.
     np.testing.assert_allclose(
       from_obs(after.obs["state"][None])[0], gait(after.info["command"], after.info["phase"]), atol=1e-4

@@ -106,6 +106,11 @@ def policy_metadata(env: Any, env_name: str, env_config: config_dict.ConfigDict)
     "feedforward": (
       "the output includes the reference gait at the observed command and phase (the network learned a residual)"
       + ("; at a zero command too: the duck steps in place" if joystick.step_in_place(env_config) else "")
+      + (
+        f"; the residual (tanh) is multiplied by {joystick.residual_gain(env_config):g} inside the file"
+        if joystick.residual_gain(env_config) != 1.0
+        else ""
+      )
       if env_name == "joystick" and joystick.feedforward_on(env_config)
       else "none"
     ),

@@ -227,7 +227,8 @@ def build_model(
     action_size: number of actions (the last layer has 2x as many outputs).
     activation: hidden activation name.
     metadata: key -> value written as metadata properties (JSON for non-str).
-    feedforward: a `reference_motion.Feedforward` added to the actions, or None.
+    feedforward: a `reference_motion.Feedforward` added to the actions (which
+      are first multiplied by its `residual_gain`), or None.
     input_bounds: (low, high) per input: the file clamps its input to them
       first (e.g. commands to the trained range), for the network and the
       feed-forward alike; None clamps nothing.
@@ -289,8 +290,14 @@ def build_model(
     nodes.append(helper.make_node("Tanh", ["loc"], [OUTPUT_NAME]))
   else:
     nodes.append(helper.make_node("Tanh", ["loc"], ["residual"]))
+    residual = "residual"
+    gain = float(getattr(feedforward, "residual_gain", 1.0))
+    if gain != 1.0:
+      inits.append(numpy_helper.from_array(np.array([gain], np.float32), "residual_gain"))
+      nodes.append(helper.make_node("Mul", ["residual", "residual_gain"], ["residual_scaled"]))
+      residual = "residual_scaled"
     ff = _feedforward(nodes, inits, feedforward, action_size, obs)
-    nodes.append(helper.make_node("Add", ["residual", ff], [OUTPUT_NAME]))
+    nodes.append(helper.make_node("Add", [residual, ff], [OUTPUT_NAME]))
   graph = helper.make_graph(
     nodes,
     "duck_playground_policy",

@@ -57,7 +57,8 @@ def export(
   """Writes the ONNX policy to `path` after the parity check; returns max |diff|.
 
   With `feedforward` (a `reference_motion.Feedforward`), the file outputs the
-  network's action plus the feed-forward, checked against the same sum in JAX.
+  network's action times its `residual_gain` plus the feed-forward, checked
+  against the same sum in JAX.
   With `input_bounds` (low, high), the file clamps its input first; the JAX
   side of the check clamps the same way. `probes` are observations the
   check adds to its samples (e.g. the robot runtime's first frames): the
@@ -78,7 +79,9 @@ def export(
     if input_bounds is not None:
       obs = np.clip(obs, *input_bounds).astype(np.float32)
     actions = network_policy(obs)
-    return actions + np.asarray(offsets(obs)) if offsets is not None else actions
+    if offsets is None:
+      return actions
+    return float(feedforward.residual_gain) * actions + np.asarray(offsets(obs))
 
   diff = onnx_graph.verify_parity(model, policy, mean, std, probes=probes)
   directories.write_atomic(Path(path), model.SerializeToString())

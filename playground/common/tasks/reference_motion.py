@@ -211,7 +211,7 @@ def interpolate_fn(axes: Sequence[np.ndarray], frames: np.ndarray) -> Callable[[
 class Feedforward:
   """A reference gait added to the policy's action (the policy learns a residual).
 
-  `action = policy(obs) + gate * offsets(command, phase)`, where `offsets` is
+  `action = residual_gain * policy(obs) + gate * offsets(command, phase)`, where `offsets` is
   interpolated as `interpolate_fn` does, `command` (vx, vy, yaw rate) and the
   phase (from its cos, sin) are read from the observation, and `gate` is 1
   while `|command| > gate_threshold`, else 0 (standing is the policy's job);
@@ -226,6 +226,8 @@ class Feedforward:
     command_index: observation index of vx (vy, yaw rate follow).
     phase_index: observation index of cos(phase) (sin follows).
     gate_threshold: command norm below which nothing is added; None: no gate.
+    residual_gain: the policy's action (a tanh, in [-1, 1]) is multiplied by
+      it before the gait is added: the residual's reach, in action units.
   """
 
   axes: tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -233,6 +235,7 @@ class Feedforward:
   command_index: int
   phase_index: int
   gate_threshold: float | None = 0.01
+  residual_gain: float = 1.0
 
   def jax_fn(self) -> Callable[[Any, Any], Any]:
     """`fn(command, phase_radians) -> action offset` in JAX (one env)."""

@@ -66,6 +66,12 @@ def step_in_place(config: Any) -> bool:
   return bool(config.reference.get("step_in_place", False))
 
 
+def residual_gain(config: Any) -> float:
+  """What a joystick env built from `config` multiplies the policy's residual by before adding
+  the gait (`reference.residual_gain`; older configs have no such key: 1)."""
+  return float(config.reference.get("residual_gain", 1.0))
+
+
 def uses_reference(config: Any) -> bool:
   """Whether a joystick env built from `config` loads the reference gait (imitation or feed-forward)."""
   return config.reward_config.scales.imitation != 0.0 or feedforward_on(config)

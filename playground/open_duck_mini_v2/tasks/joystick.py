@@ -22,6 +22,7 @@ from playground.open_duck_mini_v2.model import observations
 from playground.open_duck_mini_v2.tasks import base
 from playground.open_duck_mini_v2.tasks.gait_tables import FRAME_LAYOUT
 from playground.open_duck_mini_v2.tasks.gait_tables import feedforward_on
+from playground.open_duck_mini_v2.tasks.gait_tables import residual_gain
 from playground.open_duck_mini_v2.tasks.gait_tables import step_in_place
 from playground.open_duck_mini_v2.tasks.gait_tables import table_path
 from playground.open_duck_mini_v2.tasks.gait_tables import uses_reference
@@ -95,6 +96,11 @@ def default_config() -> config_dict.ConfigDict:
       # gait at a zero command too, imitation pays there as well, and
       # stand_still (legs at home) is not computed.
       step_in_place=False,
+      # With the feed-forward: the policy's residual (a tanh in [-1, 1]) is
+      # multiplied by this before the gait is added, inside the env and the
+      # file alike, so each leg target reaches home +- action_scale x gain
+      # around the gait; the runtime's action_scale is unchanged.
+      residual_gain=1.0,
       # The gait servos slower than the default play (`servos.SERVO_GAITS`):
       # "builtin" (their speed limit clips its fastest moments) or "slowed"
       # (`gait_generator.fit_to_speed`, which does not lift the C001's feet).
@@ -129,7 +135,11 @@ class Joystick(base.OpenDuckMiniV2Env):
       self._lookup = self._reference.lookup_fn()
       if feedforward_on(self._config):
         self._feedforward = make_feedforward(
-          self._reference, self._ids.home_ctrl, self._config.action_scale, step_in_place(self._config)
+          self._reference,
+          self._ids.home_ctrl,
+          self._config.action_scale,
+          step_in_place(self._config),
+          residual_gain(self._config),
         )
         self._feedforward_fn = self._feedforward.jax_fn()
 
@@ -149,12 +159,13 @@ class Joystick(base.OpenDuckMiniV2Env):
   def step(self, state: State, action: jax.Array) -> State:
     """One control step; with a feed-forward, `action` is the policy's residual around the gait.
 
-    The action that the robot runtime would receive (residual + feed-forward
+    The action that the robot runtime would receive (gain x residual + feed-forward
     at the observation's command and phase) is what the env applies, keeps
     in its action history and observes, as on the robot.
     """
     if self._feedforward is not None:
-      action = action + self._feedforward_fn(state.info["command"], state.info["phase"])
+      gait = self._feedforward_fn(state.info["command"], state.info["phase"])
+      action = self._feedforward.residual_gain * action + gait
     return super().step(state, action)
 
   @property
@@ -259,12 +270,19 @@ class Joystick(base.OpenDuckMiniV2Env):
 
 
 def make_feedforward(
-  reference: reference_motion.ReferenceTable, home: np.ndarray, action_scale: float, in_place: bool = False
+  reference: reference_motion.ReferenceTable,
+  home: np.ndarray,
+  action_scale: float,
+  in_place: bool = False,
+  gain: float = 1.0,
 ) -> reference_motion.Feedforward:
   """The reference's leg poses as action offsets: (pose - home) / action_scale; 0 for the head.
 
-  Gated off at a zero command unless `in_place` (`reference.step_in_place`).
+  Gated off at a zero command unless `in_place` (`reference.step_in_place`);
+  the policy's residual is multiplied by `gain` (`reference.residual_gain`).
   """
+  if not gain > 0.0:
+    raise configs.ConfigError(f"reference.residual_gain must be positive, got {gain}")
   frames = FRAME_LAYOUT.split(reference.frames)
   legs = np.zeros(len(home), bool)
   legs[list(IMITATED_JOINTS)] = True
@@ -275,6 +293,7 @@ def make_feedforward(
     command_index=observations.STATE_LAYOUT.slices["command"].start,
     phase_index=observations.STATE_LAYOUT.slices["phase"].start,
     gate_threshold=None if in_place else 0.01,
+    residual_gain=float(gain),
   )
 
 
