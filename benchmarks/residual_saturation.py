@@ -1,8 +1,9 @@
 """Does the policy run out of authority? How close its tanh residual comes to +-1 on the scorecard.
 
 A joystick policy trained around the reference gait outputs
-`feedforward + tanh(network)`: the residual is bounded by 1 (times
-`action_scale` in radians at the servo). If push recovery needed more, the
+`feedforward + gain x tanh(network)`: the residual is bounded by the gain
+(`reference.residual_gain`, 1 by default; times `action_scale` in radians
+at the servo). If push recovery needed more, the
 residual would sit at +-1 while the duck falls. Plays the scorecard's
 entries (default: the push entries) with `scorecard.score`'s conditions
 (randomization, noise and delays on), and reads the residual the file

@@ -1,0 +1,175 @@
+"""What the physics allows: does any leg motion within a reach catch a kick to the standing duck?
+
+    uv run python -m benchmarks.catch_search --reach 1 2 4 --directions 180 0
+
+No policy: the duck stands in its home pose (nominal model, no noise, no
+delays) for `--settle` seconds, then its trunk is kicked (`--kick` m/s, at
+each of `--directions`, degrees from its heading). From that one kicked
+state, a cross-entropy search looks for an open-loop motion of the ten leg
+servos that keeps it up for `--after` seconds: each candidate is a
+piecewise-linear path of motor targets through `--knots` knots over
+`--span` seconds (from the home pose), held at its last knot afterwards,
+every target within `--reach` action units of home (x `action_scale`, 0.25
+rad by default; a policy's tanh residual reaches 1 unit, or
+`reference.residual_gain` units). The servos' speed limit and control range
+apply as in training.
+
+The fitness is the time survived, then the trunk's uprightness at the end.
+Per direction and reach the result says whether the home pose alone
+survives, the longest survival found, the share of the last population that
+survives, and of the best motion: its knots and largest offset per joint
+(rad), and each foot's longest time in the air (a step, or none). A kick that
+no motion within a reach catches cannot be caught by a policy limited to
+that reach either (up to the search's coverage: a catch it finds is a proof,
+a miss is evidence).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from benchmarks.common import build_env
+from benchmarks.common import emit
+from benchmarks.common import machine
+
+
+def knot_path(knots: np.ndarray, steps_per_knot: int, total_steps: int) -> np.ndarray:
+  """[P, K, J] knots -> [total_steps, P, J] targets: linear from 0 through each knot, then held."""
+  population, n_knots, joints = knots.shape
+  path = np.concatenate([np.zeros((population, 1, joints), knots.dtype), knots], axis=1)
+  out = np.empty((total_steps, population, joints), knots.dtype)
+  for t in range(total_steps):
+    u = min((t + 1) / steps_per_knot, float(n_knots))
+    i = min(int(np.floor(u)), n_knots - 1)
+    w = u - i
+    out[t] = (1 - w) * path[:, i] + w * path[:, i + 1]
+  return out
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--kick", type=float, default=0.5, help="kick strength, m/s")
+  parser.add_argument("--directions", type=float, nargs="+", default=[180.0, 0.0], help="degrees from the heading")
+  parser.add_argument("--reach", type=float, nargs="+", default=[1.0, 2.0, 4.0], help="action units around home")
+  parser.add_argument("--knots", type=int, default=4, help="knots of each motion")
+  parser.add_argument("--span", type=float, default=0.48, help="s from the kick to the last knot")
+  parser.add_argument("--after", type=float, default=2.0, help="s the duck must stay up after the kick")
+  parser.add_argument("--settle", type=float, default=1.0, help="s standing before the kick")
+  parser.add_argument("--population", type=int, default=128, help="candidates per iteration")
+  parser.add_argument("--elite", type=int, default=16, help="candidates the next iteration is fitted to")
+  parser.add_argument("--iterations", type=int, default=8, help="search iterations per direction and reach")
+  parser.add_argument("--seed", type=int, default=0)
+  args = parser.parse_args()
+  if args.elite >= args.population or args.knots < 1 or args.iterations < 1:
+    raise SystemExit("error: need 1 <= knots, 1 <= iterations and elite < population")
+
+  import jax
+  import jax.numpy as jp
+
+  from playground.open_duck_mini_v2.model import constants
+  from playground.open_duck_mini_v2.tasks.joystick import IMITATED_JOINTS
+
+  overrides = [
+    "reference.feedforward=False",
+    "noise_config.level=0.0",
+    "delay.action_steps=(0,0)",
+    "delay.imu_steps=(0,0)",
+    "push_config.enable=True",  # the kick below is the only one
+    "push_config.interval_range=(100000.0,100000.0)",
+  ]
+  _, env, _, cfg = build_env("joystick", "flat_terrain", overrides, preset="cpu")
+  dt = float(env.dt)
+  action_scale = float(cfg.env_config.action_scale)
+  legs = np.array(IMITATED_JOINTS)
+  n_act = len(constants.ACTUATOR_NAMES)
+  total = int(round(args.after / dt))
+  steps_per_knot = max(1, int(round(args.span / dt / args.knots)))
+
+  step = jax.jit(jax.vmap(env.step))
+  state = jax.jit(jax.vmap(env.reset))(jax.random.PRNGKey(args.seed)[None])
+  info = {**state.info, "command": jp.zeros_like(state.info["command"]), "command_timer": jp.full(1, 10**9, jp.int32)}
+  state = state.replace(info=info)
+  for _ in range(int(round(args.settle / dt))):
+    state = step(state, jp.zeros((1, n_act)))
+  settled = state
+
+  def rollout(start, targets):
+    """Survived steps, final trunk up-z and each foot's longest time in the air of each candidate
+    ([T, P, 14] actions)."""
+
+    def body(carry, action):
+      s, alive = carry
+      s = step(s, action)
+      alive = alive * (1.0 - s.done)
+      return (s, alive), (alive, s.info["feet_air_time"] * alive[:, None])
+
+    population = targets.shape[1]
+    batch = jax.tree_util.tree_map(lambda x: jp.repeat(x, population, axis=0), start)
+    (final, _), (alive, air) = jax.lax.scan(body, (batch, jp.ones(population)), targets)
+    q = final.data.qpos[:, 3:7]  # the free joint's quaternion (w, x, y, z)
+    up_z = 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2)  # world z of the trunk's z axis
+    return alive.sum(axis=0), up_z, air.max(axis=0)
+
+  rollout = jax.jit(rollout)
+  rng = np.random.default_rng(args.seed)
+  results = {}
+  for direction in args.directions:
+    qpos, qvel = np.asarray(settled.data.qpos), np.array(settled.data.qvel)
+    heading = 2 * np.arctan2(qpos[0, 6], qpos[0, 3])
+    angle = heading + np.radians(direction)
+    qvel[0, 0:2] += args.kick * np.array([np.cos(angle), np.sin(angle)])
+    kicked = settled.replace(data=settled.data.replace(qvel=jp.asarray(qvel)))
+    for reach in args.reach:
+      mean = np.zeros((args.knots, len(legs)))
+      std = np.full_like(mean, reach / 2)
+      best = (-1.0, -2.0, None, None)
+      for _ in range(args.iterations):
+        knots = np.clip(rng.normal(mean, std, (args.population, *mean.shape)), -reach, reach)
+        knots[0] = 0.0  # the home pose held, for reference
+        actions = np.zeros((total, args.population, n_act), np.float32)
+        actions[:, :, legs] = knot_path(knots.astype(np.float32), steps_per_knot, total)
+        survived, up_z, air = (np.asarray(x) for x in rollout(kicked, jp.asarray(actions)))
+        fitness = survived + np.clip(up_z, -1, 1)
+        home_survived = float(survived[0]) * dt
+        order = np.argsort(-fitness)
+        if fitness[order[0]] > best[0] + best[1]:
+          best = (float(survived[order[0]]), float(up_z[order[0]]), knots[order[0]].copy(), air[order[0]])
+        elite = knots[order[: args.elite]]
+        mean, std = elite.mean(axis=0), np.maximum(elite.std(axis=0), reach / 20)
+      caught = best[0] >= total
+      offsets = np.abs(best[2]).max(axis=0) * action_scale if best[2] is not None else np.zeros(len(legs))
+      results[f"kick {direction:g} deg, reach {reach:g}"] = {
+        "reach_rad": round(reach * action_scale, 3),
+        "home_pose_survived_s": round(home_survived, 2),
+        "best_survived_s": round(best[0] * dt, 2),
+        "caught": bool(caught),
+        "best_final_up_z": round(best[1], 3),
+        "last_population_surviving": round(float(np.mean(survived >= total)), 3),
+        # A foot in the air for more than a control step or two: the motion steps.
+        "best_longest_air_s": {"left": round(float(best[3][0]), 2), "right": round(float(best[3][1]), 2)},
+        "best_knots_rad": (best[2] * action_scale).round(3).tolist(),
+        "best_largest_offset_rad": {
+          constants.ACTUATOR_NAMES[j]: round(float(o), 3) for j, o in zip(legs, offsets, strict=True)
+        },
+      }
+  emit(
+    {
+      "benchmark": "catch_search",
+      "kick_mps": args.kick,
+      "after_s": args.after,
+      "span_s": args.span,
+      "knots": args.knots,
+      "population": args.population,
+      "iterations": args.iterations,
+      "action_scale": action_scale,
+      "conditions": "home pose, nominal model, no noise, no delays, zero command; open-loop leg motions",
+      "machine": machine(),
+      "results": results,
+    }
+  )
+
+
+if __name__ == "__main__":
+  main()
