@@ -12,7 +12,9 @@ are on (the scorecard's conditions); the same seeds draw the same models for
 every direction and strength. Prints, per command, the fall share by
 direction and strength, by strength and gait phase at the kick (the fraction
 of a gait period since the episode's start, pooled over directions), the
-fall causes, and the mean time from kick to fall.
+fall causes, the mean time from kick to fall, and how far the trunk leans
+forward (nose down, degrees) as it is kicked: a stance that leans uses up
+the margin on one side.
 
 It also prints, per direction, the largest kick the nominal model standing
 in its home pose can absorb without a step, by the linear inverted
@@ -137,6 +139,7 @@ def main() -> None:
   kick_step = np.rint(kick_time / config.ctrl_dt).astype(int)  # the kick lands after control step kick_step - 1
   strength = np.repeat([m for _, _, m in cells], args.seeds)
   kicked = np.zeros(len(episodes), bool)
+  lean = np.zeros(len(episodes))  # deg the trunk leans forward (nose down) as it is kicked
 
   def on_step(view) -> None:
     now = view.running & (kick_step == view.t + 1)
@@ -145,6 +148,7 @@ def main() -> None:
     root = view.models[0].body(constants.ROOT_BODY).id
     for i in np.flatnonzero(now):
       x_axis = view.datas[i].xmat[root].reshape(3, 3)[:, 0]
+      lean[i] = np.degrees(np.arcsin(np.clip(-x_axis[2], -1.0, 1.0)))
       world = heading_angle[i] + np.arctan2(x_axis[1], x_axis[0])
       view.datas[i].qvel[0:2] += strength[i] * np.array([np.cos(world), np.sin(world)])
       kicked[i] = True
@@ -173,6 +177,7 @@ def main() -> None:
     "falls_before_kick": int((fell & ~toppled).sum()),
     "commands": {},
   }
+  command_of = np.repeat([c for c, _, _ in cells], args.seeds)
   for name in COMMANDS:
     table, by_phase, by_offset, fall_times, causes = {}, {}, {}, [], {}
     for m in args.magnitudes:
@@ -200,6 +205,7 @@ def main() -> None:
       "fall_causes": causes,
       "fall_share_by_strength_and_trunk_offset_along_kick_cm": by_offset,
       "mean_s_kick_to_fall": round(float(np.mean(fall_times)), 2) if fall_times else None,
+      "mean_trunk_lean_forward_deg_at_kick": round(float(lean[command_of == name].mean()), 2),
     }
   emit(result)
 

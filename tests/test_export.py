@@ -192,9 +192,12 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place, 
   config.reference.feedforward = True
   config.reference.step_in_place = in_place
   config.reference.residual_gain = gain
-  ff = duck_contract("joystick", config).feedforward
+  contract = duck_contract("joystick", config)
+  ff = contract.feedforward
   assert ff is not None and duck_contract("standing").feedforward is None
   assert ff.residual_gain == gain
+  # The file says so when its residual is scaled.
+  assert ("multiplied by 2 inside the file" in contract.metadata["feedforward"]) == (gain == 2.0)
   size, actions = observations.STATE_LAYOUT.size, observations.NUM_ACTIONS
   network, params, normalizer = _small_state_policy(size, actions, seed=1)
   path = tmp_path / "ff.onnx"

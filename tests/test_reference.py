@@ -308,6 +308,16 @@ def test_feedforward_env_applies_residual_plus_the_gait_it_observes(gain):
     )
 
 
+@pytest.mark.parametrize("gain", [0.0, -1.0])
+def test_a_residual_gain_that_is_not_positive_is_refused(gain):
+  """`reference.residual_gain` must be positive: one line naming the key, before anything is built."""
+  config = joystick.default_config()
+  config.reference.feedforward = True
+  config.reference.residual_gain = gain
+  with pytest.raises(ConfigError, match="reference.residual_gain must be positive"):
+    joystick.Joystick(config=config)
+
+
 def test_step_in_place_adds_the_gait_and_pays_imitation_at_a_zero_command():
   """`reference.step_in_place`: at a zero command the env adds the in-place gait, pays imitation, drops stand_still."""
   config = joystick.default_config()
