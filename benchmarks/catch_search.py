@@ -12,7 +12,9 @@ piecewise-linear path of motor targets through `--knots` knots over
 every target within `--reach` action units of home (x `action_scale`, 0.25
 rad by default; a policy's tanh residual reaches 1 unit, or
 `reference.residual_gain` units). The servos' speed limit and control range
-apply as in training.
+apply as in training. `--react` holds the home pose for that long after the
+kick before the motion starts: a policy sees the kick only through its IMU
+and acts a control step or more later.
 
 The fitness is the time survived, then the trunk's uprightness at the end.
 Per direction and reach the result says whether the home pose alone
@@ -57,6 +59,7 @@ def main() -> None:
   parser.add_argument("--span", type=float, default=0.48, help="s from the kick to the last knot")
   parser.add_argument("--after", type=float, default=2.0, help="s the duck must stay up after the kick")
   parser.add_argument("--settle", type=float, default=1.0, help="s standing before the kick")
+  parser.add_argument("--react", type=float, default=0.0, help="s the home pose holds after the kick before moving")
   parser.add_argument("--population", type=int, default=128, help="candidates per iteration")
   parser.add_argument("--elite", type=int, default=16, help="candidates the next iteration is fitted to")
   parser.add_argument("--iterations", type=int, default=8, help="search iterations per direction and reach")
@@ -86,6 +89,9 @@ def main() -> None:
   n_act = len(constants.ACTUATOR_NAMES)
   total = int(round(args.after / dt))
   steps_per_knot = max(1, int(round(args.span / dt / args.knots)))
+  react = int(round(args.react / dt))
+  if react >= total:
+    raise SystemExit("error: --react must be shorter than --after")
 
   step = jax.jit(jax.vmap(env.step))
   state = jax.jit(jax.vmap(env.reset))(jax.random.PRNGKey(args.seed)[None])
@@ -129,7 +135,7 @@ def main() -> None:
         knots = np.clip(rng.normal(mean, std, (args.population, *mean.shape)), -reach, reach)
         knots[0] = 0.0  # the home pose held, for reference
         actions = np.zeros((total, args.population, n_act), np.float32)
-        actions[:, :, legs] = knot_path(knots.astype(np.float32), steps_per_knot, total)
+        actions[react:, :, legs] = knot_path(knots.astype(np.float32), steps_per_knot, total - react)
         survived, up_z, air = (np.asarray(x) for x in rollout(kicked, jp.asarray(actions)))
         fitness = survived + np.clip(up_z, -1, 1)
         home_survived = float(survived[0]) * dt
@@ -159,6 +165,7 @@ def main() -> None:
       "benchmark": "catch_search",
       "kick_mps": args.kick,
       "after_s": args.after,
+      "react_s": round(react * dt, 3),
       "span_s": args.span,
       "knots": args.knots,
       "population": args.population,
