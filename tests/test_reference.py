@@ -318,6 +318,14 @@ def test_a_residual_gain_that_is_not_positive_is_refused(gain):
     joystick.Joystick(config=config)
 
 
+def test_a_residual_gain_without_the_feedforward_is_refused():
+  """Without the feed-forward there is no residual to scale: the gain would silently do nothing."""
+  config = joystick.default_config()
+  config.reference.residual_gain = 2.0
+  with pytest.raises(ConfigError, match="set reference.feedforward=true"):
+    joystick.Joystick(config=config)
+
+
 def test_step_in_place_adds_the_gait_and_pays_imitation_at_a_zero_command():
   """`reference.step_in_place`: at a zero command the env adds the in-place gait, pays imitation, drops stand_still."""
   config = joystick.default_config()

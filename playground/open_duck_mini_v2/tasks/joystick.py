@@ -124,6 +124,10 @@ class Joystick(base.OpenDuckMiniV2Env):
     super().__init__(task, config)
     self._reference = None
     self._feedforward = None
+    if residual_gain(self._config) != 1.0 and not feedforward_on(self._config):
+      raise configs.ConfigError(
+        "reference.residual_gain scales the residual around the feed-forward: set reference.feedforward=true"
+      )
     if uses_reference(self._config):
       self._reference = load_reference(self._config)
       c = self._config.command_config
