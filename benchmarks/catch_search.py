@@ -32,8 +32,10 @@ import argparse
 
 import numpy as np
 
+from benchmarks.common import KICK_ONLY_OVERRIDES
 from benchmarks.common import build_env
 from benchmarks.common import emit
+from benchmarks.common import kicked_qvel
 from benchmarks.common import machine
 
 
@@ -74,15 +76,7 @@ def main() -> None:
   from playground.open_duck_mini_v2.model import constants
   from playground.open_duck_mini_v2.tasks.joystick import IMITATED_JOINTS
 
-  overrides = [
-    "reference.feedforward=False",
-    "noise_config.level=0.0",
-    "delay.action_steps=(0,0)",
-    "delay.imu_steps=(0,0)",
-    "push_config.enable=True",  # the kick below is the only one
-    "push_config.interval_range=(100000.0,100000.0)",
-  ]
-  _, env, _, cfg = build_env("joystick", "flat_terrain", overrides, preset="cpu")
+  _, env, _, cfg = build_env("joystick", "flat_terrain", list(KICK_ONLY_OVERRIDES), preset="cpu")
   dt = float(env.dt)
   action_scale = float(cfg.env_config.action_scale)
   legs = np.array(IMITATED_JOINTS)
@@ -122,10 +116,7 @@ def main() -> None:
   rng = np.random.default_rng(args.seed)
   results = {}
   for direction in args.directions:
-    qpos, qvel = np.asarray(settled.data.qpos), np.array(settled.data.qvel)
-    heading = 2 * np.arctan2(qpos[0, 6], qpos[0, 3])
-    angle = heading + np.radians(direction)
-    qvel[0, 0:2] += args.kick * np.array([np.cos(angle), np.sin(angle)])
+    qvel = kicked_qvel(settled.data.qpos, settled.data.qvel, args.kick, direction)
     kicked = settled.replace(data=settled.data.replace(qvel=jp.asarray(qvel)))
     for reach in args.reach:
       mean = np.zeros((args.knots, len(legs)))

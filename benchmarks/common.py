@@ -43,6 +43,35 @@ def machine() -> dict[str, Any]:
   }
 
 
+#: Env overrides for a kick experiment: the nominal model with no noise and no
+#: delays, no feed-forward (a policy file adds its own), and the env's own kicks
+#: never firing, so that the kicks a script applies are the only ones.
+KICK_ONLY_OVERRIDES = (
+  "reference.feedforward=False",
+  "noise_config.level=0.0",
+  "delay.action_steps=(0,0)",
+  "delay.imu_steps=(0,0)",
+  "push_config.enable=True",
+  "push_config.interval_range=(100000.0,100000.0)",
+)
+
+
+def kicked_qvel(qpos: Any, qvel: Any, strength: float, directions_deg: Any) -> Any:
+  """A copy of a batch's `qvel` ([n, nv]) with each trunk kicked horizontally.
+
+  Each row gets `strength` m/s at its `directions_deg` (degrees from the trunk's
+  heading, 90: to the left), the heading being the yaw of a level trunk from
+  the free joint's quaternion in `qpos` ([n, nq]).
+  """
+  import numpy as np
+
+  qpos, qvel = np.asarray(qpos), np.array(qvel)
+  heading = 2 * np.arctan2(qpos[:, 6], qpos[:, 3])
+  angle = heading + np.radians(np.broadcast_to(np.asarray(directions_deg, float), heading.shape))
+  qvel[:, 0:2] += strength * np.stack([np.cos(angle), np.sin(angle)], axis=1)
+  return qvel
+
+
 def build_env(env_name: str, task: str, overrides: list[str], preset: str = "full", num_envs: int | None = None):
   """The Open Duck Mini V2 runner's own env, randomizer and VecEnv for a configuration.
 

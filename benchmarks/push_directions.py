@@ -184,10 +184,9 @@ def main() -> None:
       rows = [cells.index((name, a, m)) for a in angles]
       ks = np.array([c * args.seeds + s for c in rows for s in range(args.seeds)])  # the episodes of these cells
       bins = np.digitize(offset_along_kick(offsets[ks], heading_angle[ks]), OFFSET_BINS_CM)
-      edges = OFFSET_EDGES_CM
       by_offset[f"{m}"] = {
-        f"{edges[b]:g} to {edges[b + 1]:g}": f"{int(toppled[ks][bins == b].sum())}/{int((bins == b).sum())}"
-        for b in range(len(edges) - 1)
+        f"{lo:g} to {hi:g}": f"{int(toppled[ks][bins == b].sum())}/{int((bins == b).sum())}"
+        for b, (lo, hi) in enumerate(zip(OFFSET_EDGES_CM[:-1], OFFSET_EDGES_CM[1:], strict=True))
       }
       table[f"{m}"] = {f"{a:.0f}": round(float(grid[c].mean()), 3) for a, c in zip(angles, rows)}
       # Pooled over directions.

@@ -33,8 +33,10 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.common import KICK_ONLY_OVERRIDES
 from benchmarks.common import build_env
 from benchmarks.common import emit
+from benchmarks.common import kicked_qvel
 from benchmarks.common import machine
 
 logger = logging.getLogger("playground")
@@ -88,15 +90,7 @@ def main() -> None:
   from playground.open_duck_mini_v2.evaluation import policy_io
   from playground.open_duck_mini_v2.model import constants
 
-  overrides = [
-    *args.overrides,
-    "reference.feedforward=False",  # the file adds the gait itself
-    "noise_config.level=0.0",
-    "delay.action_steps=(0,0)",
-    "delay.imu_steps=(0,0)",
-    "push_config.enable=True",  # the kicks below are the only ones
-    "push_config.interval_range=(100000.0,100000.0)",
-  ]
+  overrides = [*args.overrides, *KICK_ONLY_OVERRIDES]
   _, env, _, cfg = build_env("joystick", "flat_terrain", overrides, preset="cpu")
   gamma = float(cfg.ppo_config.discounting)
   policy = policy_io.onnx_policy(Path(args.policy), batched=True)
@@ -124,12 +118,7 @@ def main() -> None:
   if np.asarray(state.done).any():
     raise SystemExit("error: the policy fell before the kick")
   # The kick, relative to each trunk's heading.
-  qpos, qvel = np.asarray(state.data.qpos), np.array(state.data.qvel)
-  w, z = qpos[:, 3], qpos[:, 6]
-  heading = 2 * np.arctan2(z, w)  # yaw of a level trunk
-  for i, (_, d) in enumerate(scenarios):
-    angle = heading[i] + np.radians(DIRECTIONS[d])
-    qvel[i, 0:2] += args.kick * np.array([np.cos(angle), np.sin(angle)])
+  qvel = kicked_qvel(state.data.qpos, state.data.qvel, args.kick, [DIRECTIONS[d] for _, d in scenarios])
   info = dict(state.info)
   if "since_push" in info:  # the reward's recovery window opens at the kick
     info["since_push"] = jp.zeros_like(info["since_push"])
