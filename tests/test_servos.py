@@ -11,6 +11,7 @@ import pytest
 from helpers import REPO_ROOT
 from helpers import duck_contract
 from helpers import run_cli
+from helpers import write_policy
 from ml_collections import config_dict
 from mujoco import mjx
 
@@ -149,6 +150,31 @@ def test_the_servo_flag_changes_the_simulated_servos_and_speed_limit():
   assert strong_model.actuator_forcerange[0, 1] == pytest.approx(p.max_torque)
   dof = strong_model.jnt_dofadr[strong_model.actuator_trnid[0, 0]]
   assert strong_model.dof_damping[dof] == pytest.approx(p.damping)
+
+
+def test_a_file_alone_plays_with_the_servos_it_was_trained_for(tmp_path):
+  def played(path, servo=None, drop=()):
+    metadata = {k: v for k, v in policy_io.read_metadata(path).items() if k not in drop}
+    return policy_io.play_config(metadata, None, noise=False, delays=False, randomization=False, servo=servo)
+
+  c001 = write_policy(tmp_path / "c001.onnx", {"servo_profile": "c001", "max_motor_velocity": 2.7})
+  config = played(c001)
+  assert servos.name_of(config) == "c001" and servos.speed_limit(config) == pytest.approx(2.7)
+  assert config.max_motor_velocity is None  # the profile's own speed
+  # --servo still names other servos; a file from before the keys plays the default ones.
+  assert servos.speed_limit(played(c001, servo="sts3215_7v4")) == pytest.approx(5.24)
+  old = played(c001, drop=("servo_profile", "max_motor_velocity"))
+  assert servos.name_of(old) == servos.DEFAULT and servos.speed_limit(old) == pytest.approx(5.24)
+  # A speed set apart from the profile's (`--set max_motor_velocity=4`) is kept.
+  custom = played(write_policy(tmp_path / "custom.onnx", {"max_motor_velocity": 4.0}))
+  assert servos.name_of(custom) == servos.DEFAULT and servos.speed_limit(custom) == pytest.approx(4.0)
+  # A profile this version does not know: one line naming the known ones, unless --servo names one.
+  unknown = write_policy(tmp_path / "c002.onnx", {"servo_profile": "c002"})
+  result = run_cli(unknown, "--seeds", "1", script=SCORE)
+  assert result.returncode == 2 and "Traceback" not in result.stderr
+  line = result.stderr.strip().splitlines()[-1]
+  assert "'c002'" in line and all(name in line for name in servos.PROFILES) and "--servo" in line
+  assert servos.name_of(played(unknown, servo="c001")) == "c001"
 
 
 def test_the_runner_takes_a_profile_with_one_flag_and_refuses_an_unknown_one():

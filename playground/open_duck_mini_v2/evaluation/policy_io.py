@@ -131,8 +131,9 @@ def play_config(
   """The env config to play a policy with: the run's (or the env's default), as the policy was trained.
 
   The action scale, gait frequency and observation history come from the
-  file's metadata, and without a run's config so does the trunk offset range
-  (`trunk_offset_m`). The trunk offset's training margin is dropped (see
+  file's metadata, and without a run's config so do the trunk offset range
+  (`trunk_offset_m`) and the servos (`servo_profile`, `max_motor_velocity`).
+  The trunk offset's training margin is dropped (see
   `randomize.default_config`). `overrides` (`configs.parse_overrides` pairs)
   change it first, as `--set` does for training; an unknown key raises
   `ConfigError`. `servo` names other servos to play it with (`servos.select`,
@@ -142,10 +143,8 @@ def play_config(
   config = env_class(metadata["env"]).default_config()
   if env_config is not None:
     config = config_dict.ConfigDict(env_config)
-  elif "trunk_offset_m" in metadata:
-    # A file alone is judged at the trunk offsets it trained with (files exported before
-    # the key: the env's default, the upstream +-5 cm).
-    config.domain_randomization.com_offset = float(metadata["trunk_offset_m"])
+  else:
+    config = _file_trained_with(config, metadata, servo)
   # Judged at the randomization's nominal ranges: the trunk offset's training
   # margin (`com_offset_margin`) is left out, unless `overrides` set it again.
   if config.domain_randomization.get("com_offset_margin", 0.0):
@@ -169,6 +168,34 @@ def play_config(
     # its output to `apply_action` as the runtime does (never `step`).
     config.reference.feedforward = False
   return base.keeping_disturbances(config, noise=noise, delays=delays, randomization=randomization)
+
+
+def _file_trained_with(
+  config: config_dict.ConfigDict, metadata: dict[str, Any], servo: str | None
+) -> config_dict.ConfigDict:
+  """The env's default config with what a file alone says it trained with.
+
+  Its trunk offset range (`trunk_offset_m`; files exported before the key:
+  the env's default, the upstream +-5 cm), its servo profile
+  (`servo_profile`; before the key: the default) and the servo speed it
+  was trained for (`max_motor_velocity`, kept only where it differs from the
+  profile's). A profile this version does not know is a `ScoreError`
+  naming the known ones, unless `servo` names the servos to play it with.
+  """
+  if "trunk_offset_m" in metadata:
+    config.domain_randomization.com_offset = float(metadata["trunk_offset_m"])
+  if "servo_profile" in metadata:
+    name = str(metadata["servo_profile"])
+    if name not in servos.PROFILES and servo is None:
+      raise ScoreError(
+        f"the file was trained for servo profile '{name}', which this version does not know "
+        f"(known: {', '.join(servos.PROFILES)}); pass --servo NAME to play it with one of them"
+      )
+    config.servo_profile = name if name in servos.PROFILES else servos.DEFAULT
+  speed = metadata.get("max_motor_velocity")
+  if speed is not None and abs(float(speed) - servos.speed_limit(config)) > 1e-6:
+    config.max_motor_velocity = float(speed)
+  return config
 
 
 def observation_history(onnx_path: str | Path) -> int:
