@@ -81,6 +81,7 @@ def test_joystick_stand_still_ignores_the_head(joystick):
     feet_pos=jp.zeros((2, 3)),
     feet_vel=jp.zeros(6),
     base_pos=jp.zeros(3),
+    com_pos=jp.zeros(3),
     base_height=jp.ones(1),
   )
   step = observations.StepContext.idle(jp.array([0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5]))

@@ -63,13 +63,10 @@ def test_motor_targets_scale_add_head_command_and_respect_the_speed_limit(ids):
 
 
 def test_noise_is_bounded_per_joint_group_and_off_at_level_zero():
+  vectors = ("gyro", "accelerometer", "gravity", "local_linvel", "global_linvel", "global_angvel")
+  vectors += ("base_pos", "com_pos")
   zeros = observations.Readings(
-    **{
-      f: jp.zeros(3)
-      if f in ("gyro", "accelerometer", "gravity", "local_linvel", "global_linvel", "global_angvel", "base_pos")
-      else jp.zeros(14)
-      for f in observations.Readings.__dataclass_fields__
-    }
+    **{f: jp.zeros(3) if f in vectors else jp.zeros(14) for f in observations.Readings.__dataclass_fields__}
   )
   scales = observations.noise_scales(
     dict(

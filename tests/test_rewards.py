@@ -147,6 +147,7 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
     local_linvel=jp.zeros(3), global_linvel=jp.zeros(3), global_angvel=jp.zeros(3),
     joint_pos=jp.full(14, 0.1), joint_vel=jp.zeros(14), actuator_force=jp.zeros(14), feet_contacts=jp.ones(2),
     feet_pos=jp.zeros((2, 3)), feet_vel=jp.zeros(6), base_pos=jp.zeros(3), base_height=jp.array([0.17]),
+    com_pos=jp.zeros(3),
   )  # fmt: skip
   for command in (jp.zeros(7), jp.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])):
     calm = observations.StepContext.idle(command).replace(air_time=jp.array([0.1, 0.1]), first_contact=jp.ones(2))
@@ -155,3 +156,49 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
     for name in waived:
       assert float(terms["calm"][name]) != 0.0 and float(terms["kicked"][name]) == 0.0, name
     assert float(terms["kicked"]["tracking_lin_vel"]) == float(terms["calm"]["tracking_lin_vel"])
+
+
+def test_capture_point_excess_against_the_pendulum_by_hand():
+  feet = jp.array([[0.0, 0.08], [0.0, -0.08]])  # middle of the feet at the origin
+  # At rest over the feet: the capture point is the base itself, within the margin.
+  assert float(rewards.capture_point_excess(jp.array([0.01, 0.0]), jp.zeros(2), feet, jp.array([0.2]), 0.03)) == 0.0
+  # Kicked back at 0.5 m/s, 0.2 m high: omega = sqrt(9.81 / 0.2) = 7.0 rad/s, so the capture
+  # point lies 0.5 / 7.0 = 7.1 cm behind: 4.1 cm beyond a 3 cm margin.
+  omega = math.sqrt(9.81 / 0.2)
+  excess = rewards.capture_point_excess(jp.zeros(2), jp.array([-0.5, 0.0]), feet, jp.array([0.2]), 0.03)
+  assert float(excess) == pytest.approx(0.5 / omega - 0.03, rel=1e-5)
+  # A foot stepped back under it (middle of the feet 3.5 cm behind) leaves 0.6 cm.
+  stepped = jp.array([[-0.07, 0.08], [0.0, -0.08]])
+  excess = rewards.capture_point_excess(jp.zeros(2), jp.array([-0.5, 0.0]), stepped, jp.array([0.2]), 0.03)
+  assert float(excess) == pytest.approx(0.5 / omega - 0.035 - 0.03, rel=1e-4)
+  # Any direction alike (a norm); a base braked to rest pays nothing.
+  side = rewards.capture_point_excess(jp.zeros(2), jp.array([0.0, 0.5]), feet, jp.array([0.2]), 0.03)
+  assert float(side) == pytest.approx(0.5 / omega - 0.03, rel=1e-5)
+
+
+def test_the_capture_point_term_is_paid_in_the_recovery_window_only_and_needs_one():
+  from playground.common import configs
+  from playground.open_duck_mini_v2.model import observations
+  from playground.open_duck_mini_v2.tasks import joystick
+
+  config = joystick.default_config()
+  config.push_config.recovery_s = 0.5
+  config.reward_config.scales.capture_point = -50.0
+  env = joystick.Joystick(config=config)
+  kicked = observations.Readings(
+    gyro=jp.zeros(3), accelerometer=jp.array([0.0, 0.0, 9.81]), gravity=jp.array([0.0, 0.0, -1.0]),
+    local_linvel=jp.zeros(3), global_linvel=jp.array([-0.5, 0.0, 0.0]), global_angvel=jp.zeros(3),
+    joint_pos=jp.zeros(14), joint_vel=jp.zeros(14), actuator_force=jp.zeros(14), feet_contacts=jp.ones(2),
+    feet_pos=jp.array([[0.0, 0.08, 0.0], [0.0, -0.08, 0.0]]), feet_vel=jp.zeros(6),
+    base_pos=jp.array([0.0, 0.0, 0.2]), base_height=jp.array([0.2]), com_pos=jp.array([0.0, 0.0, 0.2]),
+  )  # fmt: skip
+  idle = observations.StepContext.idle(jp.zeros(7))
+  inside = env.compute_rewards(kicked, idle.replace(recovering=1.0))["capture_point"]
+  outside = env.compute_rewards(kicked, idle.replace(recovering=0.0))["capture_point"]
+  assert float(inside) == pytest.approx(0.5 / math.sqrt(9.81 / 0.2) - 0.03, rel=1e-5) and float(outside) == 0.0
+  assert env.reward_scales()["capture_point"] == -50.0
+  # Off by default; asked for without a recovery window it would never pay: one line.
+  assert "capture_point" not in joystick.Joystick(config=joystick.default_config()).reward_scales()
+  config.push_config.recovery_s = 0.0
+  with pytest.raises(configs.ConfigError, match="push_config.recovery_s above 0"):
+    joystick.Joystick(config=config)

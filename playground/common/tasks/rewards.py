@@ -98,6 +98,27 @@ def feet_air_time(air_time: jp.ndarray, first_contact: jp.ndarray, command: jp.n
   return jp.sum((air_time - threshold) * first_contact) * moving
 
 
+def capture_point_excess(
+  com_xy: jp.ndarray,
+  com_vel_xy: jp.ndarray,
+  feet_xy: jp.ndarray,
+  height: jp.ndarray,
+  margin: float,
+  gravity: float = 9.81,
+) -> jp.ndarray:
+  """Cost: m by which the capture point lies farther than `margin` from the middle of the feet.
+
+  The linear inverted pendulum's capture point, com + v / omega with
+  omega = sqrt(g / height), is where a foot must land to stop a walker
+  whose centre of mass moves at v. A kicked biped reduces its distance from
+  the feet by stepping towards it or by braking. `feet_xy` is (feet, 2);
+  `height` the centre of mass above the feet (floored at 5 cm).
+  """
+  omega = jp.sqrt(gravity / jp.maximum(jp.reshape(height, ()), 0.05))
+  offset = com_xy + com_vel_xy / omega - jp.mean(feet_xy, axis=0)
+  return jp.maximum(jp.linalg.norm(offset) - margin, 0.0)
+
+
 def feet_slip(contact: jp.ndarray, feet_linvel_xy: jp.ndarray) -> jp.ndarray:
   """Cost: squared planar speed of feet that are in contact."""
   return jp.sum(jp.sum(jp.square(feet_linvel_xy), axis=-1) * contact)

@@ -139,6 +139,7 @@ class Readings:
   feet_vel: jax.Array
   base_pos: jax.Array
   base_height: jax.Array
+  com_pos: jax.Array  # the whole duck's centre of mass, world frame
 
 
 @struct.dataclass
@@ -310,6 +311,7 @@ class DataView:
   site_xmat: jax.Array
   xpos: jax.Array
   actuator_force: jax.Array
+  subtree_com: jax.Array
 
   @classmethod
   def from_mjdata(cls, data: mujoco.MjData) -> DataView:
@@ -320,6 +322,7 @@ class DataView:
       site_xmat=np.array(data.site_xmat, np.float32).reshape(-1, 3, 3),
       xpos=np.array(data.xpos, np.float32),
       actuator_force=np.array(data.actuator_force, np.float32),
+      subtree_com=np.array(data.subtree_com, np.float32),
     )
 
 
@@ -360,6 +363,7 @@ def read(ids: RobotIndices, model: Any, data: Any) -> Readings:
     feet_vel=jp.concatenate([ids.sensor(data, n) for n in constants.FEET_LINVEL_SENSORS]),
     base_pos=base_pos,
     base_height=jp.reshape(base_pos[2] - jp.min(feet_pos[:, 2]), (1,)),
+    com_pos=jp.asarray(data.subtree_com)[ids.root_body],
   )
 
 

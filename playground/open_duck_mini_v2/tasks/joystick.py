@@ -67,8 +67,14 @@ def default_config() -> config_dict.ConfigDict:
         # Radians of leg joints beyond the middle soft_joint_limit_factor of
         # their range (a crouch resting on the knee stop pays it).
         dof_pos_limits=0.0,
+        # Within push_config.recovery_s of a kick only: m by which the capture
+        # point (centre of mass + trunk velocity / omega) lies beyond
+        # capture_margin from the middle of the feet. Pays for the step (or
+        # the brake) that catches a kick.
+        capture_point=0.0,
       ),
       soft_joint_limit_factor=0.95,
+      capture_margin=0.03,  # m around the middle of the feet that capture_point leaves free
       tracking_sigma=0.01,  # (m/s)^2: an error of 0.1 m/s earns exp(-1) of tracking_lin_vel
       ang_tracking_sigma=0.1,  # (rad/s)^2: an error of 0.3 rad/s earns exp(-0.9) of tracking_ang_vel
       head_tracking_sigma=0.1,
@@ -127,6 +133,11 @@ class Joystick(base.OpenDuckMiniV2Env):
     if residual_gain(self._config) != 1.0 and not feedforward_on(self._config):
       raise configs.ConfigError(
         "reference.residual_gain scales the residual around the feed-forward: set reference.feedforward=true"
+      )
+    recovery_s = float(self._config.push_config.get("recovery_s", 0.0))
+    if self._config.reward_config.scales.get("capture_point", 0.0) and not recovery_s > 0.0:
+      raise configs.ConfigError(
+        "reward_config.scales.capture_point is paid only after a kick: set push_config.recovery_s above 0"
       )
     if uses_reference(self._config):
       self._reference = load_reference(self._config)
@@ -238,6 +249,16 @@ class Joystick(base.OpenDuckMiniV2Env):
       "feet_slip": lambda: rewards.feet_slip(readings.feet_contacts, readings.feet_vel.reshape(2, 3)[:, :2]),
       "dof_pos_limits": lambda: rewards.dof_pos_limits(
         (readings.joint_pos + self._ids.home_ctrl)[legs], *self._soft_leg_limits()
+      ),
+      "capture_point": lambda: (
+        rewards.capture_point_excess(
+          readings.com_pos[:2],
+          readings.global_linvel[:2],
+          readings.feet_pos[:, :2],
+          readings.com_pos[2] - jp.min(readings.feet_pos[:, 2]),
+          float(cfg.get("capture_margin", 0.03)),
+        )
+        * jp.asarray(step.recovering, jp.float32)
       ),
     }
     # After a kick (`push_config.recovery_s`) the duck may step off its gait
@@ -351,6 +372,7 @@ def ideal_reward_per_second(env: Joystick, command: jax.Array, walking: bool, ph
       feet_vel=jp.zeros(6),
       base_pos=jp.zeros(3),
       base_height=jp.array([0.17]),
+      com_pos=jp.array([0.0, 0.0, 0.21]),
     )
     terms = env.compute_rewards(readings, observations.StepContext.idle(command, phase * 2 * jp.pi))
     return sum(scales[k] * v for k, v in terms.items())
