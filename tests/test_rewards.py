@@ -122,6 +122,8 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
   config = joystick.default_config()
   config.push_config.interval_range = (0.1, 0.1)  # a kick every 5 control steps
   config.push_config.recovery_s = 0.04  # the kick's step and the next one
+  config.push_config.magnitude_range = (0.5, 0.5)
+  config.reward_config.scales.capture_point = -50.0
   config.noise_config.level = 0.0
   env = joystick.Joystick(config=config)
   assert joystick.Joystick(config=joystick.default_config())._recovery_steps == 0  # off by default
@@ -131,14 +133,17 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
 
   def step(state, _):
     state = env.step(state, jp.zeros(env.action_size))
-    return state, (state.info["since_push"], state.metrics["reward/imitation_joint_pos"])
+    metrics = state.metrics
+    return state, (state.info["since_push"], metrics["reward/imitation_joint_pos"], metrics["reward/capture_point"])
 
-  _, (since, imitation) = jax.jit(lambda s: jax.lax.scan(step, s, None, length=12))(state)
-  since, imitation = np.asarray(since), np.asarray(imitation)
+  _, (since, imitation, capture) = jax.jit(lambda s: jax.lax.scan(step, s, None, length=12))(state)
+  since, imitation, capture = np.asarray(since), np.asarray(imitation), np.asarray(capture)
   kicked = since < 2
   np.testing.assert_array_equal(np.flatnonzero(since == 0), [4, 9])  # kicks at steps 5 and 10
   assert np.all(imitation[kicked] == 0.0)
   assert np.all(imitation[~kicked] > 0.0)
+  # The capture point: charged only in the window, where a 0.5 m/s kick puts it beyond 3 cm.
+  assert np.all(capture[~kicked] == 0.0) and np.all(capture[kicked] < 0.0)
 
   # stand_still (zero command, legs off home) and feet_air_time (a touch-down
   # after a short step, which it charges) are waived the same way.
