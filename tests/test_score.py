@@ -411,3 +411,15 @@ def test_a_file_is_played_without_the_env_adding_the_gait_the_file_adds():
   assert not played.reference.feedforward and not played.push_config.enable
   assert played.reward_config.scales.imitation == 0.0
   assert config.reference.feedforward and config.push_config.enable  # the run's own config is untouched
+
+
+def test_a_run_with_a_scaled_residual_is_played_with_the_gain_left_to_its_file(tmp_path):
+  """`reference.residual_gain` is inside the file (as the feed-forward is): the play config turns both off
+  in the env, and the env accepts it (a run's checkpoints were refused by the scorecard before)."""
+  config = env_class("joystick").default_config()
+  config.reference.feedforward = True
+  config.reference.residual_gain = 2.0
+  metadata = policy_io.read_metadata(write_policy(tmp_path / "k2.onnx"))
+  played = score_config(metadata, config.to_dict(), clean=False)
+  assert not played.reference.feedforward and played.reference.residual_gain == 1.0
+  env_class("joystick")(task="flat_terrain", config=played)

@@ -164,9 +164,12 @@ def play_config(
   if "imitation" in config.reward_config.scales:
     config.reward_config.scales.imitation = 0.0
   if "reference" in config:
-    # A residual policy's ONNX adds the reference gait itself; the player feeds
-    # its output to `apply_action` as the runtime does (never `step`).
+    # A residual policy's ONNX adds the reference gait itself, and scales its
+    # residual (`reference.residual_gain`) inside; the player feeds its output
+    # to `apply_action` as the runtime does (never `step`).
     config.reference.feedforward = False
+    if "residual_gain" in config.reference:
+      config.reference.residual_gain = 1.0
   return base.keeping_disturbances(config, noise=noise, delays=delays, randomization=randomization)
 
 
