@@ -122,7 +122,7 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
   config = joystick.default_config()
   config.push_config.interval_range = (0.1, 0.1)  # a kick every 5 control steps
   config.push_config.recovery_s = 0.04  # the kick's step and the next one
-  config.push_config.magnitude_range = (0.5, 0.5)
+  config.push_config.magnitude_range = (1.0, 1.0)
   config.reward_config.scales.capture_point = -50.0
   config.noise_config.level = 0.0
   env = joystick.Joystick(config=config)
@@ -142,7 +142,7 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
   np.testing.assert_array_equal(np.flatnonzero(since == 0), [4, 9])  # kicks at steps 5 and 10
   assert np.all(imitation[kicked] == 0.0)
   assert np.all(imitation[~kicked] > 0.0)
-  # The capture point: charged only in the window, where a 0.5 m/s kick puts it beyond 3 cm.
+  # The capture point: charged only in the window, where a 1 m/s kick puts it 14 cm out, beyond the feet.
   assert np.all(capture[~kicked] == 0.0) and np.all(capture[kicked] < 0.0)
 
   # stand_still (zero command, legs off home) and feet_air_time (a touch-down
@@ -164,21 +164,28 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
 
 
 def test_capture_point_excess_against_the_pendulum_by_hand():
-  feet = jp.array([[0.0, 0.08], [0.0, -0.08]])  # middle of the feet at the origin
-  # At rest over the feet: the capture point is the base itself, within the margin.
-  assert float(rewards.capture_point_excess(jp.array([0.01, 0.0]), jp.zeros(2), feet, jp.array([0.2]), 0.03)) == 0.0
+  feet = jp.array([[0.0, 0.08], [0.0, -0.08]])  # side by side, 16 cm apart, the segment on the y axis
+  height = jp.array([0.2])
+  # At rest over the feet: the capture point is the centre of mass itself, on the segment.
+  assert float(rewards.capture_point_excess(jp.array([0.01, 0.0]), jp.zeros(2), feet, height, 0.03)) == 0.0
   # Kicked back at 0.5 m/s, 0.2 m high: omega = sqrt(9.81 / 0.2) = 7.0 rad/s, so the capture
-  # point lies 0.5 / 7.0 = 7.1 cm behind: 4.1 cm beyond a 3 cm margin.
-  omega = math.sqrt(9.81 / 0.2)
-  excess = rewards.capture_point_excess(jp.zeros(2), jp.array([-0.5, 0.0]), feet, jp.array([0.2]), 0.03)
-  assert float(excess) == pytest.approx(0.5 / omega - 0.03, rel=1e-5)
-  # A foot stepped back under it (middle of the feet 3.5 cm behind) leaves 0.6 cm.
+  # point lies 0.5 / 7.0 = 7.1 cm behind the segment: 4.1 cm beyond a 3 cm margin.
+  reach = 0.5 / math.sqrt(9.81 / 0.2)
+  excess = rewards.capture_point_excess(jp.zeros(2), jp.array([-0.5, 0.0]), feet, height, 0.03)
+  assert float(excess) == pytest.approx(reach - 0.03, rel=1e-5)
+  # The left foot stepped 7 cm back: the segment from (-0.07, 0.08) to (0, -0.08) passes 3.34 cm
+  # from the capture point (-0.0714, 0) (the foot of the perpendicular at 41.6% along it).
   stepped = jp.array([[-0.07, 0.08], [0.0, -0.08]])
-  excess = rewards.capture_point_excess(jp.zeros(2), jp.array([-0.5, 0.0]), stepped, jp.array([0.2]), 0.03)
-  assert float(excess) == pytest.approx(0.5 / omega - 0.035 - 0.03, rel=1e-4)
-  # Any direction alike (a norm); a base braked to rest pays nothing.
-  side = rewards.capture_point_excess(jp.zeros(2), jp.array([0.0, 0.5]), feet, jp.array([0.2]), 0.03)
-  assert float(side) == pytest.approx(0.5 / omega - 0.03, rel=1e-5)
+  (bx, by), (px, py) = (0.07, -0.16), (-reach + 0.07, -0.08)  # b - a, p - a
+  d = (bx * py - by * px) / math.hypot(bx, by)  # cross(b - a, p - a) / |b - a|
+  assert abs(d) == pytest.approx(0.0334, abs=2e-4)
+  excess = rewards.capture_point_excess(jp.zeros(2), jp.array([-0.5, 0.0]), stepped, height, 0.03)
+  assert float(excess) == pytest.approx(abs(d) - 0.03, rel=1e-3)
+  # Kicked sideways within the stance (7.1 cm of 8): between the feet, free; at 1 m/s it passes
+  # the left foot by 14.3 - 8 = 6.3 cm (the distance to the segment's end).
+  assert float(rewards.capture_point_excess(jp.zeros(2), jp.array([0.0, 0.5]), feet, height, 0.03)) == 0.0
+  side = rewards.capture_point_excess(jp.zeros(2), jp.array([0.0, 1.0]), feet, height, 0.03)
+  assert float(side) == pytest.approx(2 * reach - 0.08 - 0.03, rel=1e-5)
 
 
 def test_the_capture_point_term_is_paid_in_the_recovery_window_only_and_needs_one():

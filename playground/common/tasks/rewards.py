@@ -106,17 +106,21 @@ def capture_point_excess(
   margin: float,
   gravity: float = 9.81,
 ) -> jp.ndarray:
-  """Cost: m by which the capture point lies farther than `margin` from the middle of the feet.
+  """Cost: m by which the capture point lies farther than `margin` from the segment between the feet.
 
   The linear inverted pendulum's capture point, com + v / omega with
   omega = sqrt(g / height), is where a foot must land to stop a walker
-  whose centre of mass moves at v. A kicked biped reduces its distance from
-  the feet by stepping towards it or by braking. `feet_xy` is (feet, 2);
-  `height` the centre of mass above the feet (floored at 5 cm).
+  whose centre of mass moves at v. A kicked biped brings it back between its
+  feet by stepping towards it or by braking. The segment joining the two
+  feet (`feet_xy`, (2, 2)) stands for the support: a capture point between
+  the feet (a sideways kick within the stance, a walking gait's sway) costs
+  nothing. `height` is the centre of mass above the feet (floored at 5 cm).
   """
   omega = jp.sqrt(gravity / jp.maximum(jp.reshape(height, ()), 0.05))
-  offset = com_xy + com_vel_xy / omega - jp.mean(feet_xy, axis=0)
-  return jp.maximum(jp.linalg.norm(offset) - margin, 0.0)
+  point = com_xy + com_vel_xy / omega
+  a, b = feet_xy[0], feet_xy[1]
+  along = jp.clip(jp.dot(point - a, b - a) / jp.maximum(jp.dot(b - a, b - a), 1e-9), 0.0, 1.0)
+  return jp.maximum(jp.linalg.norm(point - (a + along * (b - a))) - margin, 0.0)
 
 
 def feet_slip(contact: jp.ndarray, feet_linvel_xy: jp.ndarray) -> jp.ndarray:

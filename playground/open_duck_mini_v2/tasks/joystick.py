@@ -69,12 +69,12 @@ def default_config() -> config_dict.ConfigDict:
         dof_pos_limits=0.0,
         # Within push_config.recovery_s of a kick only: m by which the capture
         # point (centre of mass + trunk velocity / omega) lies beyond
-        # capture_margin from the middle of the feet. Pays for the step (or
-        # the brake) that catches a kick.
+        # capture_margin from the segment between the feet. Pays for the step
+        # (or the brake) that catches a kick.
         capture_point=0.0,
       ),
       soft_joint_limit_factor=0.95,
-      capture_margin=0.03,  # m around the middle of the feet that capture_point leaves free
+      capture_margin=0.03,  # m around the segment between the feet that capture_point leaves free
       tracking_sigma=0.01,  # (m/s)^2: an error of 0.1 m/s earns exp(-1) of tracking_lin_vel
       ang_tracking_sigma=0.1,  # (rad/s)^2: an error of 0.3 rad/s earns exp(-0.9) of tracking_ang_vel
       head_tracking_sigma=0.1,
