@@ -110,7 +110,7 @@ def capture_point_excess(
 
   The linear inverted pendulum's capture point, com + v / omega with
   omega = sqrt(g / height), is where a foot must land to stop a walker
-  whose centre of mass moves at v. A kicked biped brings it back between its
+  whose centre of mass moves at v. A kicked walker brings it back between its
   feet by stepping towards it or by braking. The segment joining the two
   feet (`feet_xy`, (2, 2)) stands for the support: a capture point between
   the feet (a sideways kick within the stance, a walking gait's sway) costs
