@@ -2,6 +2,7 @@
 
     uv run python -m benchmarks.reward_audit tests/fixtures/walker/policy.onnx
     uv run python -m benchmarks.reward_audit tests/fixtures/walker/policy.onnx --set push_config.recovery_s=0.75
+    uv run python -m benchmarks.reward_audit POLICY --commands forward_0.1 --directions backward --check
 
 A policy plays a command for `--kick_at` seconds in the joystick env of the
 `cpu` preset (its reward, with `--set` overrides; nominal model, no noise,
@@ -23,6 +24,10 @@ and discounted with the preset's gamma), with the fall's termination cost,
 and nothing after a fall (PPO bootstraps nothing past it). A reward that
 ranks (c) above (b) cannot teach a recovery step: the verdict says so per
 kicked state. The per-term sums show which terms charge for the step.
+`margin` is the best catching step's discounted return minus the best
+fall's. With `--check` the exit status is 1 when any kicked state's verdict
+is such a bug (after the JSON is printed), so that a reward change can be
+guarded by it.
 """
 
 from __future__ import annotations
@@ -50,6 +55,37 @@ LEGS = ("left", "right")
 STEP_JOINTS = ("hip_pitch", "hip_roll")
 STEP_OFFSETS = (-0.5, -0.25, 0.25, 0.5)
 KNEE_FLEX = (0.0, 0.5)
+
+
+#: Rows of one kicked state: the policy, the home pose, the collapse, then the
+#: scripted steps from this index on.
+FIRST_STEP = 3
+
+
+def rank(discounted: np.ndarray, fell: np.ndarray) -> tuple[str, int | None, int | None]:
+  """The verdict on one kicked state, with the rows of the best catch and the best fall.
+
+  `discounted` and `fell` hold one row per trajectory played from the state:
+  0 the policy, then the home pose and the collapse, then the scripted steps
+  (`FIRST_STEP` on). A catching step is a scripted step that did not fall; a
+  fall is any trajectory that fell. The reward is buggy where the best fall
+  earns at least as much as the best catching step.
+  """
+  catching = [i for i in range(FIRST_STEP, len(fell)) if not fell[i]]
+  falling = [i for i in range(len(fell)) if fell[i]]
+  best_catch = max(catching, key=lambda i: discounted[i]) if catching else None
+  best_fall = max(falling, key=lambda i: discounted[i]) if falling else None
+  if best_catch is None:
+    verdict = "no scripted step catches this kick"
+  elif best_fall is not None and discounted[best_fall] >= discounted[best_catch]:
+    verdict = "BUG: the reward ranks a fall above a catching step"
+  elif fell[0]:
+    verdict = "ok: a catching step beats falling, which the policy does"
+  elif discounted[0] >= discounted[best_catch]:
+    verdict = "ok: the policy catches it without a scripted step, and earns more"
+  else:
+    verdict = "ok: a catching step beats the policy's own recovery and falling"
+  return verdict, best_catch, best_fall
 
 
 def scripted_offsets(action_scale: float, home: np.ndarray) -> tuple[list[str], np.ndarray]:
@@ -82,6 +118,15 @@ def main() -> None:
   parser.add_argument("--after", type=float, default=2.0, help="s played after the kick")
   parser.add_argument("--swing", type=float, default=0.2, help="s a scripted step holds its offset")
   parser.add_argument("--set", dest="overrides", action="append", default=[], help="env config override")
+  parser.add_argument(
+    "--commands", nargs="+", choices=sorted(COMMANDS), default=list(COMMANDS), help="commands kicked (default: all)"
+  )
+  parser.add_argument(
+    "--directions", nargs="+", choices=sorted(DIRECTIONS), default=list(DIRECTIONS), help="kick directions"
+  )
+  parser.add_argument(
+    "--check", action="store_true", help="exit 1 if the reward ranks a fall above a catching step anywhere"
+  )
   args = parser.parse_args()
 
   import jax
@@ -100,34 +145,37 @@ def main() -> None:
   for leg in LEGS:  # both knees folded: a fall
     knee = constants.ACTUATOR_NAMES.index(f"{leg}_knee")
     collapse[knee] = np.sign(home[knee]) * 1.0 / float(cfg.env_config.action_scale)
-  # Per kicked state: 0 the policy, 1 frozen at home, 2 collapse, then the scripted steps.
+  # Per kicked state: 0 the policy, 1 frozen at home, 2 collapse, then the scripted steps (FIRST_STEP).
   kinds = ["policy", "home pose", "collapse", *names]
   n_kinds = len(kinds)
-  scenarios = [(c, d) for c in COMMANDS for d in DIRECTIONS]
+  scenarios = [(c, d) for c in args.commands for d in args.directions]
   reset = jax.jit(jax.vmap(env.reset))
   step = jax.jit(jax.vmap(env.step))
   dt = float(env.dt)
   state = reset(jax.random.split(jax.random.PRNGKey(0), len(scenarios)))
-  commands = np.zeros((len(scenarios), 7), np.float32)
-  commands[:, :3] = [COMMANDS[c] for c, _ in scenarios]
+  # One copy of every state per kind from the start: identical copies stay
+  # identical until the kick (no noise, no delays), and one batch size means
+  # one compilation of the step.
+  state = jax.tree_util.tree_map(lambda x: jp.repeat(x, n_kinds, axis=0), state)
+  commands = np.zeros((len(scenarios) * n_kinds, 7), np.float32)
+  commands[:, :3] = np.repeat([COMMANDS[c] for c, _ in scenarios], n_kinds, axis=0)
   # The command holds; the episode's timers never fire.
-  info = {**state.info, "command": jp.asarray(commands), "command_timer": jp.full(len(scenarios), 10**9, jp.int32)}
+  info = {**state.info, "command": jp.asarray(commands), "command_timer": jp.full(len(commands), 10**9, jp.int32)}
   state = state.replace(info=info)
   for _ in range(int(round(args.kick_at / dt))):
     state = step(state, jp.asarray(policy(np.asarray(state.obs["state"]))))
   if np.asarray(state.done).any():
     raise SystemExit("error: the policy fell before the kick")
   # The kick, relative to each trunk's heading.
-  qvel = kicked_qvel(state.data.qpos, state.data.qvel, args.kick, [DIRECTIONS[d] for _, d in scenarios])
+  directions = np.repeat([DIRECTIONS[d] for _, d in scenarios], n_kinds)
+  qvel = kicked_qvel(state.data.qpos, state.data.qvel, args.kick, directions)
   info = dict(state.info)
   if "since_push" in info:  # the reward's recovery window opens at the kick
     info["since_push"] = jp.zeros_like(info["since_push"])
-  state = state.replace(data=state.data.replace(qvel=jp.asarray(qvel)), info=info)
-  # One copy of every kicked state per kind.
-  state = jax.tree_util.tree_map(lambda x: jp.repeat(x, n_kinds, axis=0), state)
+  state = state.replace(data=state.data.replace(qvel=jp.asarray(qvel, dtype=state.data.qvel.dtype)), info=info)
   kind = np.tile(np.arange(n_kinds), len(scenarios))
   scripted = np.zeros((len(kind), len(home)), np.float32)
-  scripted[kind >= 3] = np.tile(offsets, (len(scenarios), 1))
+  scripted[kind >= FIRST_STEP] = np.tile(offsets, (len(scenarios), 1))
   swing_steps = int(round(args.swing / dt))
   alive = np.ones(len(kind), bool)
   undiscounted = np.zeros(len(kind))
@@ -162,22 +210,16 @@ def main() -> None:
   results = {}
   for s, (command, direction) in enumerate(scenarios):
     rows = s * n_kinds + np.arange(n_kinds)
-    catching = [i for i in rows[3:] if not fell[i]]
-    falling = [i for i in rows if fell[i]]
-    best_catch = max(catching, key=lambda i: discounted[i]) if catching else None
-    best_fall = max(falling, key=lambda i: discounted[i]) if falling else None
-    if best_catch is None:
-      verdict = "no scripted step catches this kick"
-    elif best_fall is not None and discounted[best_fall] >= discounted[best_catch]:
-      verdict = "BUG: the reward ranks a fall above a catching step"
-    elif fell[rows[0]]:
-      verdict = "ok: a catching step beats falling, which the policy does"
-    elif discounted[rows[0]] >= discounted[best_catch]:
-      verdict = "ok: the policy catches it without a scripted step, and earns more"
-    else:
-      verdict = "ok: a catching step beats the policy's own recovery and falling"
+    verdict, best_catch, best_fall = rank(discounted[rows], fell[rows])
+    best_catch = None if best_catch is None else int(rows[best_catch])
+    best_fall = None if best_fall is None else int(rows[best_fall])
+    catching = [i for i in rows[FIRST_STEP:] if not fell[i]]
+    margin = None
+    if best_catch is not None and best_fall is not None:
+      margin = round(float(discounted[best_catch] - discounted[best_fall]), 3)
     results[f"{command}, kicked {direction}"] = {
       "verdict": verdict,
+      "margin": margin,
       "policy": summary(rows[0]),
       "best_catching_step": summary(best_catch) if best_catch is not None else None,
       "catching_steps": f"{len(catching)}/{len(names)}",
@@ -198,6 +240,10 @@ def main() -> None:
       "results": results,
     }
   )
+  bugs = [name for name, result in results.items() if result["verdict"].startswith("BUG")]
+  if args.check and bugs:
+    logger.error("the reward ranks a fall above a catching step: %s", "; ".join(bugs))
+    raise SystemExit(1)
 
 
 if __name__ == "__main__":

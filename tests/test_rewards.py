@@ -214,3 +214,47 @@ def test_the_capture_point_term_is_paid_in_the_recovery_window_only_and_needs_on
   config.push_config.recovery_s = 0.0
   with pytest.raises(configs.ConfigError, match="push_config.recovery_s above 0"):
     joystick.Joystick(config=config)
+
+
+def test_the_audit_verdict_flags_a_fall_that_earns_as_much_as_a_catching_step():
+  from benchmarks.reward_audit import rank
+
+  # Rows: the policy, the home pose, the collapse, then three scripted steps.
+  fell = np.array([True, True, True, False, True, False])
+  assert rank(np.array([1.0, 1.5, 0.2, 3.0, 2.9, 2.0]), fell) == (
+    "ok: a catching step beats falling, which the policy does",
+    3,
+    4,
+  )
+  assert rank(np.array([1.0, 3.0, 0.2, 3.0, 2.9, 2.0]), fell)[0].startswith("BUG")
+  two_fell = np.array([False, False, True, False, True, False])
+  assert rank(np.array([5.0, 0.0, 0.0, 3.0, 0.0, 0.0]), two_fell)[0] == (
+    "ok: the policy catches it without a scripted step, and earns more"
+  )
+  assert rank(np.zeros(6), np.ones(6, bool)) == ("no scripted step catches this kick", None, 0)
+
+
+def test_the_preset_reward_ranks_a_catching_step_above_a_fall():
+  """The reward audit as a guard, through real MJX steps: the test walker kicked
+  backward at 0.5 m/s while walking at 0.1 m/s.
+
+  The preset's reward must pay the best scripted step that catches the kick
+  clearly more than any fall (about 2.8 discounted on this fixture); a reward
+  change that makes falling pay fails here (`--check` exits 1).
+  """
+  import json
+  import subprocess
+  import sys
+
+  from helpers import REPO_ROOT
+  from helpers import subprocess_env
+
+  walker = REPO_ROOT / "tests" / "fixtures" / "walker" / "policy.onnx"
+  command = [sys.executable, "-m", "benchmarks.reward_audit", str(walker), "--check"]
+  command += ["--commands", "forward_0.1", "--directions", "backward"]
+  done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=subprocess_env(), cwd=REPO_ROOT)
+  assert done.returncode == 0, done.stderr[-2000:]
+  result = json.loads(done.stdout)["results"]["forward_0.1, kicked backward"]
+  assert result["verdict"].startswith("ok"), result["verdict"]
+  assert not result["best_catching_step"]["fell"] and result["best_fall"]["fell"]
+  assert result["margin"] > 1.0, result

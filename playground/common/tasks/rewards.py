@@ -46,7 +46,7 @@ def stand_still(command: jp.ndarray, qpos_error: jp.ndarray, threshold: float = 
 
 def alive() -> jp.ndarray:
   """Reward of 1 for every step the robot has not fallen."""
-  return jp.array(1.0)
+  return jp.ones((), jp.float32)
 
 
 def termination(terminated: jp.ndarray) -> jp.ndarray:
