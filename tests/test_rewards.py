@@ -239,7 +239,7 @@ def test_the_preset_reward_ranks_a_catching_step_above_a_fall():
   backward at 0.5 m/s while walking at 0.1 m/s.
 
   The preset's reward must pay the best scripted step that catches the kick
-  clearly more than any fall (about 2.8 discounted on this fixture); a reward
+  clearly more than any fall (1.9 discounted on this fixture, 2026-12-06); a reward
   change that makes falling pay fails here (`--check` exits 1).
   """
   import json
