@@ -132,8 +132,9 @@ def test_a_step_returns_the_state_types_reset_returns(env_name):
 
   A weakly typed leaf (a Python scalar turned array, as `jp.array(1.0)` is)
   makes `jit(step)` compile a second time on its own output, which costs every
-  tool that steps a reset state (scorecard, playback, benchmarks) one more
-  compilation of the physics (about 25 s on 2 cores).
+  tool that steps a reset state with `step` (the generic player, the
+  benchmarks; the duck's scorecard builds its own steps) one more compilation
+  of the physics (about 25 s on 2 cores).
   """
   env, _ = _venv(env_name, "flat_terrain")
   reset = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
