@@ -161,6 +161,8 @@ def play_config(
   # The phase advances at the frequency the policy was trained with (written at
   # export); the reference itself is not needed to play.
   config.gait_frequency = float(metadata.get("gait_frequency_hz", config.gait_frequency))
+  if config.get("gait_frequency_spread", 0.0):
+    config.gait_frequency_spread = 0.0  # the runtime's clock does not vary
   if "imitation" in config.reward_config.scales:
     config.reward_config.scales.imitation = 0.0
   if "reference" in config:

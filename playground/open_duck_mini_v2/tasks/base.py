@@ -64,6 +64,10 @@ def base_config() -> config_dict.ConfigDict:
       servo_profile=servos.DEFAULT,
       max_motor_velocity=None,  # rad/s; None: the servo profile's (`servos.speed_limit`)
       gait_frequency=1.0 / 0.54,  # Hz, advances the phase observation
+      # Training only: each episode's clock runs at gait_frequency x U(1 - s,
+      # 1 + s), so that the policy is not locked to one step timing (0: off).
+      # Players and the exported file keep the runtime's fixed clock.
+      gait_frequency_spread=0.0,
       # Earlier control steps of gyro, accelerometer and joint position and
       # velocity appended to the actor's observation (observations.state_layout).
       # 0 keeps the 101-float layout that the Open Duck runtime builds; more
@@ -184,6 +188,9 @@ class OpenDuckMiniV2Env(MjxEnv):
       observations.state_layout(history)  # the layout's own bound
     except ValueError as e:
       raise bad_history from e
+    spread = config.get("gait_frequency_spread", 0.0)
+    if isinstance(spread, bool) or not isinstance(spread, (int, float)) or not 0.0 <= spread < 1.0:
+      raise configs.ConfigError(f"gait_frequency_spread must be a fraction in [0, 1), got {spread!r}")
     if not isinstance(config.get("critic_dynamics", False), bool):
       raise configs.ConfigError(f"critic_dynamics must be true or false, got {config.critic_dynamics!r}")
     super().__init__(config)
@@ -308,6 +315,10 @@ class OpenDuckMiniV2Env(MjxEnv):
       "push_timer": self._push_interval(k_push),
       "step": jp.zeros((), dtype=jp.int32),
     }
+    spread = float(cfg.get("gait_frequency_spread", 0.0))
+    if spread:
+      # This episode's clock rate, a factor of `gait_frequency` (`advance`).
+      info["gait_rate"] = jax.random.uniform(jax.random.fold_in(rng, 1), (), minval=1.0 - spread, maxval=1.0 + spread)
     if self._recovery_steps:
       # Steps since the last kick; an episode starts long after one.
       info["since_push"] = jp.asarray(_NO_KICK_YET, dtype=jp.int32)
@@ -510,7 +521,8 @@ class OpenDuckMiniV2Env(MjxEnv):
     air_time = info["feet_air_time"] + self.dt
     info["feet_air_time"] = jp.where(contact, 0.0, air_time)
     info["last_actions"] = jp.roll(info["last_actions"], 1, axis=0).at[0].set(action)
-    info["phase"] = jp.mod(info["phase"] + 2 * jp.pi * self.gait_frequency * self.dt, 2 * jp.pi)
+    rate = info.get("gait_rate", 1.0)  # this episode's clock (`gait_frequency_spread`)
+    info["phase"] = jp.mod(info["phase"] + 2 * jp.pi * self.gait_frequency * rate * self.dt, 2 * jp.pi)
     info["step"] = info["step"] + 1
     return info, first_contact
 
