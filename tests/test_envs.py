@@ -1,15 +1,20 @@
 """Jit smoke test of every registered env/task, through the training wrapper."""
 
 import functools
+import json
+import types
 
 import jax
 import jax.numpy as jp
 import numpy as np
 import pytest
 from helpers import FAST_COMPILE_OPTIONS
+from helpers import REPO_ROOT
 
+from playground.common import configs
 from playground.common.runner import RunArgs
 from playground.common.train import vec_env
+from playground.open_duck_mini_v2.evaluation import policy_io
 from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.model import observations
 from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
@@ -148,3 +153,42 @@ def test_a_step_returns_the_state_types_reset_returns(env_name):
     if (before.shape, before.dtype, before.weak_type) != (after.shape, after.dtype, after.weak_type)
   ]
   assert not differing, differing
+
+
+def test_each_training_episode_draws_its_clock_rate_and_players_keep_the_runtimes():
+  """`gait_frequency_spread` s: each episode's phase advances at gait_frequency x U(1 - s, 1 + s).
+
+  Without it an episode has no rate of its own (the state tree, and so a
+  checkpoint's, is as before the option); a player of the file always runs
+  the runtime's fixed clock; a spread outside [0, 1) is a one-line error.
+  """
+  env, _ = _venv("joystick", "flat_terrain", gait_frequency_spread=0.2)
+  # The first state's readings matter to no clock: zeros, without compiling the physics.
+  ids, model = env.ids, env.mjx_model
+  data = env.make_data(jp.asarray(ids.home_qpos), jp.zeros(model.nv), jp.asarray(ids.home_ctrl))
+  shapes = jax.eval_shape(lambda d: observations.read(ids, model, d), data)
+  readings = jax.tree_util.tree_map(lambda s: jp.zeros(s.shape, s.dtype), shapes)
+  infos = jax.vmap(env.initial_info, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(0), 64), readings)
+  rate = np.asarray(infos["gait_rate"])
+  assert 0.8 <= rate.min() and rate.max() <= 1.2 and np.ptp(rate) > 0.3, rate
+  standing = types.SimpleNamespace(feet_contacts=jp.ones(2))  # all `advance` reads
+  for i in np.argsort(rate)[[0, -1]]:  # the slowest and the fastest episode
+    info = jax.tree_util.tree_map(lambda x, i=i: x[i], infos)
+    for _ in range(10):
+      info, _ = env.advance(info, standing, jp.zeros(observations.NUM_ACTIONS))
+    expected = np.mod(10 * 2 * np.pi * env.gait_frequency * rate[i] * env.dt, 2 * np.pi)
+    np.testing.assert_allclose(float(info["phase"]), expected, atol=1e-5)
+
+  plain, _ = _venv("joystick", "flat_terrain")
+  assert "gait_rate" not in jax.eval_shape(plain.reset, jax.random.PRNGKey(0)).info
+
+  walker = REPO_ROOT / "tests" / "fixtures" / "walker"
+  run_config = json.loads((walker / "config.json").read_text())["env_config"]
+  run_config["gait_frequency_spread"] = 0.2
+  metadata = policy_io.read_metadata(walker / "policy.onnx")
+  played = policy_io.play_config(metadata, run_config, noise=True, delays=True, randomization=True)
+  assert played.gait_frequency_spread == 0.0 and played.gait_frequency == metadata["gait_frequency_hz"]
+
+  for bad in (1.0, -0.1):
+    with pytest.raises(configs.ConfigError, match=r"gait_frequency_spread must be a fraction in \[0, 1\)"):
+      _venv("joystick", "flat_terrain", gait_frequency_spread=bad)
