@@ -226,3 +226,31 @@ def test_augment_appends_the_mirror_image_of_every_trajectory_with_the_collected
 
 # Training through the command line with the augmentation on: tests/test_second_robot.py (the test
 # biped's mirror, its checkpoint and its exported file) and the `cpu` preset, which turns it on.
+
+
+def test_the_stance_search_holds_symmetric_postures_and_writes_them_as_a_statue_file(joints, tmp_path):
+  """`benchmarks.stance_search`: every candidate is its own mirror image (the right leg mirrors
+  the left, the head at home), and `--write_policy` writes a file that outputs that posture
+  whatever it observes, with the duck's metadata."""
+  import onnxruntime as ort
+
+  from benchmarks import stance_search
+  from playground.open_duck_mini_v2.evaluation import policy_io
+
+  names = constants.ACTUATOR_NAMES
+  left = np.array([names.index(n) for n in constants.LEG_JOINT_NAMES if n.startswith("left_")])
+  offsets = np.random.default_rng(0).uniform(-0.9, 0.9, (6, len(left))).astype(np.float32)
+  actions = stance_search.symmetric_actions(offsets, left, np.array(joints.index), np.array(joints.sign), len(names))
+  np.testing.assert_array_equal(actions[:, left], offsets)
+  np.testing.assert_allclose(np.asarray(joints(jp.asarray(actions))), actions, atol=0)
+  head = [names.index(n) for n in constants.HEAD_JOINT_NAMES]
+  assert not actions[:, head].any() and np.abs(actions).min(axis=0)[[i for i in range(14) if i not in head]].all()
+
+  path = tmp_path / "stance.onnx"
+  stance_search.write_statue(path, actions[0])
+  session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+  size = observations.STATE_LAYOUT.size
+  observed = np.random.default_rng(1).normal(size=(3, size)).astype(np.float32)
+  out = session.run(None, {session.get_inputs()[0].name: observed})[0]
+  np.testing.assert_allclose(out, np.tile(actions[0], (3, 1)), atol=1e-5)
+  assert policy_io.read_metadata(path)["env"] == "joystick"

@@ -1,0 +1,232 @@
+"""What a stance allows: does any fixed leg posture within a reach stand a kick without a step?
+
+    uv run python -m benchmarks.stance_search --kick 0.5 --directions 8 [--write_policy stance.onnx]
+
+No policy and no step: the duck starts in its home pose (nominal model, no
+noise, no delays, zero command), moves its leg servos to a fixed posture and
+holds it (a statue in that posture); after `--settle` seconds its trunk is
+kicked (`--kick` m/s) in each of `--directions` evenly spaced directions,
+and it must stay up for `--after` seconds. A cross-entropy search looks for
+the left/right-symmetric posture (five leg offsets, the right leg the
+mirror of the left) within `--reach` action units of home (x
+`action_scale`: the runtime's reach is 1 unit, a policy's tanh never
+quite gets there) that survives the most directions, then the longest,
+then stays the most upright.
+
+It reports the home pose's survival per direction, the best posture's
+offsets (rad) and its survival per direction, and the trunk's pitch in it.
+A posture that stands every kick shows that the standing kicks need no
+step, only a stance; one that does not is evidence (up to the search's
+coverage) that they need a step. `--write_policy FILE` writes the best
+posture as a policy file that outputs it whatever it observes (the statue
+in that stance), with the default joystick env's metadata, so that
+`benchmarks.push_directions FILE` judges it with randomization, noise and
+delays in env and runtime mode, as it judges any policy.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import KICK_ONLY_OVERRIDES
+from benchmarks.common import build_env
+from benchmarks.common import emit
+from benchmarks.common import kicked_qvel
+from benchmarks.common import machine
+
+#: Largest |tanh| a written policy outputs (its bias is the arctanh of the offset).
+MAX_TANH = 0.98
+
+
+def symmetric_actions(left: np.ndarray, left_index: np.ndarray, mirror_index, mirror_sign, n_act: int) -> np.ndarray:
+  """[P, 5] left-leg actions -> [P, n_act] actions with the right leg their mirror and the head at home.
+
+  `mirror_index` and `mirror_sign` are the joints' `SignedPermutation`
+  (y[i] = sign[i] x[index[i]]); a posture is symmetric when it is its own
+  mirror image.
+  """
+  out = np.zeros((left.shape[0], n_act), left.dtype)
+  out[:, left_index] = left
+  mirrored = out[:, mirror_index] * np.asarray(mirror_sign, left.dtype)
+  right = [i for i in range(n_act) if mirror_index[i] in left_index and i not in left_index]
+  out[:, right] = mirrored[:, right]
+  return out
+
+
+def write_statue(path: Path, actions: np.ndarray) -> None:
+  """A policy file whose output is `actions` ([14], |a| < 1) whatever it observes."""
+  from playground.common.export import onnx_graph
+  from playground.common.export import policy_file
+  from playground.common.runner import RunArgs
+  from playground.open_duck_mini_v2.model import observations
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
+
+  runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain"))
+  config = runner.default_env_config("joystick")
+  contract = runner.policy_contract(runner.make_env("joystick", "flat_terrain", config), config)
+  meta = policy_file.policy_metadata(
+    OpenDuckMiniV2Runner.robot, "joystick", "flat_terrain", 0, "state", contract.metadata
+  )
+  size = observations.STATE_LAYOUT.size
+  bias = np.zeros(2 * len(actions), np.float32)
+  bias[: len(actions)] = np.arctanh(np.clip(actions, -MAX_TANH, MAX_TANH))
+  params = {
+    "params": {
+      "hidden_0": {"kernel": np.zeros((size, 8), np.float32), "bias": np.zeros(8, np.float32)},
+      "hidden_1": {"kernel": np.zeros((8, 2 * len(actions)), np.float32), "bias": bias},
+    }
+  }
+  model = onnx_graph.build_model(np.zeros(size), np.ones(size), params, len(actions), "swish", meta)
+  path.write_bytes(model.SerializeToString())
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--kick", type=float, default=0.5, help="kick strength, m/s")
+  parser.add_argument("--directions", type=int, default=8, help="kick directions, evenly spaced from straight ahead")
+  parser.add_argument("--reach", type=float, default=MAX_TANH, help="action units around home")
+  parser.add_argument("--settle", type=float, default=1.0, help="s in the posture before the kick")
+  parser.add_argument("--after", type=float, default=2.0, help="s the duck must stay up after the kick")
+  parser.add_argument("--population", type=int, default=64, help="candidates per iteration")
+  parser.add_argument("--elite", type=int, default=8, help="candidates the next iteration is fitted to")
+  parser.add_argument("--iterations", type=int, default=8, help="search iterations")
+  parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument("--write_policy", type=Path, help="write the best posture as a policy file here")
+  args = parser.parse_args()
+  if args.elite >= args.population or args.iterations < 1 or args.directions < 1:
+    raise SystemExit("error: need 1 <= iterations, 1 <= directions and elite < population")
+  if args.write_policy is not None and not args.write_policy.parent.is_dir():
+    raise SystemExit(f"error: --write_policy: no directory {args.write_policy.parent}")
+
+  import jax
+  import jax.numpy as jp
+
+  from playground.open_duck_mini_v2.model import constants
+  from playground.open_duck_mini_v2.model import mirror
+
+  _, env, _, cfg = build_env("joystick", "flat_terrain", list(KICK_ONLY_OVERRIDES), preset="cpu")
+  dt = float(env.dt)
+  action_scale = float(cfg.env_config.action_scale)
+  names = constants.ACTUATOR_NAMES
+  n_act = len(names)
+  left = np.array([names.index(n) for n in constants.LEG_JOINT_NAMES if n.startswith("left_")])
+  joints = mirror.joint_map(env.mj_model)
+  index, sign = np.array(joints.index), np.array(joints.sign)
+  settle, total = int(round(args.settle / dt)), int(round(args.after / dt))
+  angles = np.arange(args.directions) * 360.0 / args.directions
+
+  step = jax.jit(jax.vmap(env.step))
+  start = jax.jit(jax.vmap(env.reset))(jax.random.PRNGKey(args.seed)[None])
+  info = {**start.info, "command": jp.zeros_like(start.info["command"]), "command_timer": jp.full(1, 10**9, jp.int32)}
+  start = start.replace(info=info)
+
+  @jax.jit
+  def settle_in(actions):
+    """Each candidate ([P, 14] actions) held from the home pose until the kick: the state, its trunk
+    pitch (deg) and whether it stood."""
+    batch = jax.tree_util.tree_map(lambda x: jp.repeat(x, actions.shape[0], axis=0), start)
+
+    def hold(s, _):
+      s = step(s, actions)
+      return s, s.done
+
+    settled, fell = jax.lax.scan(hold, batch, None, length=settle)
+    q = settled.data.qpos[:, 3:7]  # (w, x, y, z)
+    pitch = jp.degrees(jp.arcsin(jp.clip(2.0 * (q[:, 0] * q[:, 2] - q[:, 3] * q[:, 1]), -1.0, 1.0)))
+    return settled, pitch, fell.max(axis=0) < 0.5
+
+  @jax.jit
+  def ride_out(kicked, held):
+    """Survived steps and the final trunk up-z of each kicked state holding its posture."""
+
+    def after(carry, _):
+      s, alive = carry
+      s = step(s, held)
+      alive = alive * (1.0 - s.done)
+      return (s, alive), alive
+
+    (final, _), alive = jax.lax.scan(after, (kicked, jp.ones(held.shape[0])), None, length=total)
+    q = final.data.qpos[:, 3:7]
+    return alive.sum(axis=0), 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2)
+
+  def evaluate(actions):
+    """Per candidate and direction: steps survived after the kick and the final up-z; per
+    candidate: the trunk pitch in its posture and whether it stood until the kick."""
+    population = actions.shape[0]
+    settled, pitch, stood = settle_in(jp.asarray(actions))
+    kicked = jax.tree_util.tree_map(lambda x: jp.repeat(x, len(angles), axis=0), settled)
+    qvel = kicked_qvel(kicked.data.qpos, kicked.data.qvel, args.kick, np.tile(angles, population))
+    kicked = kicked.replace(data=kicked.data.replace(qvel=jp.asarray(qvel)))
+    survived, up_z = ride_out(kicked, jp.repeat(jp.asarray(actions), len(angles), axis=0))
+    shape = (population, len(angles))
+    return np.asarray(survived).reshape(shape), np.asarray(up_z).reshape(shape), np.asarray(pitch), np.asarray(stood)
+
+  rng = np.random.default_rng(args.seed)
+  mean = np.zeros(len(left))
+  std = np.full(len(left), args.reach / 2)
+  best, home = None, None
+  for _ in range(args.iterations):
+    candidates = np.clip(rng.normal(mean, std, (args.population, len(left))), -args.reach, args.reach)
+    candidates[0] = 0.0 if home is None else best["left"]  # the home pose first, then the best so far
+    actions = symmetric_actions(candidates.astype(np.float32), left, index, sign, n_act)
+    survived, up_z, pitch, stood = evaluate(actions)
+    caught = (survived >= total) & stood[:, None]
+    fitness = caught.sum(axis=1) * 10.0 + (survived * stood[:, None]).mean(axis=1) / total + up_z.min(axis=1) * 0.01
+    if home is None:
+      home = {"survived_s": survived[0] * dt, "pitch": float(pitch[0])}
+    order = np.argsort(-fitness)
+    if best is None or fitness[order[0]] > best["fitness"]:
+      i = order[0]
+      best = {
+        "fitness": float(fitness[i]),
+        "left": candidates[i].copy(),
+        "actions": actions[i],
+        "survived_s": survived[i] * dt,
+        "pitch": float(pitch[i]),
+        "stood": bool(stood[i]),
+      }
+    elite = candidates[order[: args.elite]]
+    mean, std = elite.mean(axis=0), np.maximum(elite.std(axis=0), args.reach / 20)
+
+  def per_direction(survived_s):
+    return {f"{a:g} deg": round(float(s), 2) for a, s in zip(angles, survived_s, strict=True)}
+
+  if args.write_policy is not None:
+    write_statue(args.write_policy, best["actions"])
+  emit(
+    {
+      "benchmark": "stance_search",
+      "kick_mps": args.kick,
+      "directions": args.directions,
+      "after_s": args.after,
+      "settle_s": args.settle,
+      "reach_rad": round(args.reach * action_scale, 3),
+      "population": args.population,
+      "iterations": args.iterations,
+      "action_scale": action_scale,
+      "conditions": "nominal model, no noise, no delays, zero command; a fixed symmetric leg posture, no step",
+      "machine": machine(),
+      "home_pose": {
+        "directions_survived": int(np.sum(home["survived_s"] >= total * dt - 1e-6)),
+        "survived_s": per_direction(home["survived_s"]),
+        "trunk_pitch_deg": round(home["pitch"], 2),
+      },
+      "best_posture": {
+        "directions_survived": int(np.sum(best["survived_s"] >= total * dt - 1e-6)) if best["stood"] else 0,
+        "stood_until_the_kick": best["stood"],
+        "survived_s": per_direction(best["survived_s"]),
+        "trunk_pitch_deg": round(best["pitch"], 2),
+        "offset_rad": {
+          names[j]: round(float(a) * action_scale, 3) for j, a in enumerate(best["actions"]) if abs(a) > 0 or j in left
+        },
+      },
+      "policy_file": str(args.write_policy) if args.write_policy is not None else None,
+    }
+  )
+
+
+if __name__ == "__main__":
+  main()
