@@ -6,15 +6,18 @@ No policy and no step: the duck starts in its home pose (nominal model, no
 noise, no delays, zero command), moves its leg servos to a fixed posture and
 holds it (a statue in that posture); after `--settle` seconds its trunk is
 kicked (`--kick` m/s) in each of `--directions` evenly spaced directions,
-and it must stay up for `--after` seconds. A cross-entropy search looks for
+and it must stay up for `--after` seconds. Every candidate is tried from
+`--starts` initial states (the env's spawn noise and heading): a posture
+tuned to one start can ride a transient that another start does not have. A cross-entropy search looks for
 the left/right-symmetric posture (five leg offsets, the right leg the
 mirror of the left) within `--reach` action units of home (x
 `action_scale`: the runtime's reach is 1 unit, a policy's tanh never
 quite gets there) that survives the most directions, then the longest,
 then stays the most upright.
 
-It reports the home pose's survival per direction, the best posture's
-offsets (rad) and its survival per direction, and the trunk's pitch in it.
+It reports the kicks the home pose catches, per direction (the share of
+starts and the mean time survived), the best posture's offsets (rad), its
+catches per direction, and the trunk's pitch in each.
 A posture that stands every kick shows that the standing kicks need no
 step, only a stance; one that does not is evidence (up to the search's
 coverage) that they need a step. `--write_policy FILE` writes the best
@@ -88,16 +91,17 @@ def main() -> None:
   parser.add_argument("--kick", type=float, default=0.5, help="kick strength, m/s")
   parser.add_argument("--directions", type=int, default=8, help="kick directions, evenly spaced from straight ahead")
   parser.add_argument("--reach", type=float, default=MAX_TANH, help="action units around home")
-  parser.add_argument("--settle", type=float, default=1.0, help="s in the posture before the kick")
-  parser.add_argument("--after", type=float, default=2.0, help="s the duck must stay up after the kick")
-  parser.add_argument("--population", type=int, default=64, help="candidates per iteration")
-  parser.add_argument("--elite", type=int, default=8, help="candidates the next iteration is fitted to")
+  parser.add_argument("--settle", type=float, default=2.0, help="s in the posture before the kick")
+  parser.add_argument("--after", type=float, default=3.0, help="s the duck must stay up after the kick")
+  parser.add_argument("--starts", type=int, default=3, help="initial states (spawn noise, heading) per candidate")
+  parser.add_argument("--population", type=int, default=32, help="candidates per iteration")
+  parser.add_argument("--elite", type=int, default=6, help="candidates the next iteration is fitted to")
   parser.add_argument("--iterations", type=int, default=8, help="search iterations")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--write_policy", type=Path, help="write the best posture as a policy file here")
   args = parser.parse_args()
-  if args.elite >= args.population or args.iterations < 1 or args.directions < 1:
-    raise SystemExit("error: need 1 <= iterations, 1 <= directions and elite < population")
+  if args.elite >= args.population or min(args.iterations, args.directions, args.starts) < 1:
+    raise SystemExit("error: need 1 <= iterations, 1 <= directions, 1 <= starts and elite < population")
   if args.write_policy is not None and not args.write_policy.parent.is_dir():
     raise SystemExit(f"error: --write_policy: no directory {args.write_policy.parent}")
 
@@ -119,15 +123,16 @@ def main() -> None:
   angles = np.arange(args.directions) * 360.0 / args.directions
 
   step = jax.jit(jax.vmap(env.step))
-  start = jax.jit(jax.vmap(env.reset))(jax.random.PRNGKey(args.seed)[None])
-  info = {**start.info, "command": jp.zeros_like(start.info["command"]), "command_timer": jp.full(1, 10**9, jp.int32)}
-  start = start.replace(info=info)
+  n_starts = args.starts
+  start = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(args.seed), n_starts))
+  idle = {"command": jp.zeros_like(start.info["command"]), "command_timer": jp.full(n_starts, 10**9, jp.int32)}
+  start = start.replace(info={**start.info, **idle})
 
   @jax.jit
   def settle_in(actions):
-    """Each candidate ([P, 14] actions) held from the home pose until the kick: the state, its trunk
-    pitch (deg) and whether it stood."""
-    batch = jax.tree_util.tree_map(lambda x: jp.repeat(x, actions.shape[0], axis=0), start)
+    """Each candidate ([P x starts, 14] actions, candidate-major) held from each start until the
+    kick: the state, its trunk pitch (deg) and whether it stood."""
+    batch = jax.tree_util.tree_map(lambda x: jp.tile(x, (actions.shape[0] // n_starts,) + (1,) * (x.ndim - 1)), start)
 
     def hold(s, _):
       s = step(s, actions)
@@ -153,16 +158,19 @@ def main() -> None:
     return alive.sum(axis=0), 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2)
 
   def evaluate(actions):
-    """Per candidate and direction: steps survived after the kick and the final up-z; per
-    candidate: the trunk pitch in its posture and whether it stood until the kick."""
+    """Per candidate ([P, 14]), start and direction: steps survived after the kick and the final
+    up-z; per candidate: the mean trunk pitch in its posture and whether it stood until every kick."""
     population = actions.shape[0]
-    settled, pitch, stood = settle_in(jp.asarray(actions))
+    per_start = np.repeat(actions, n_starts, axis=0)
+    settled, pitch, stood = settle_in(jp.asarray(per_start))
     kicked = jax.tree_util.tree_map(lambda x: jp.repeat(x, len(angles), axis=0), settled)
-    qvel = kicked_qvel(kicked.data.qpos, kicked.data.qvel, args.kick, np.tile(angles, population))
+    qvel = kicked_qvel(kicked.data.qpos, kicked.data.qvel, args.kick, np.tile(angles, population * n_starts))
     kicked = kicked.replace(data=kicked.data.replace(qvel=jp.asarray(qvel)))
-    survived, up_z = ride_out(kicked, jp.repeat(jp.asarray(actions), len(angles), axis=0))
-    shape = (population, len(angles))
-    return np.asarray(survived).reshape(shape), np.asarray(up_z).reshape(shape), np.asarray(pitch), np.asarray(stood)
+    survived, up_z = ride_out(kicked, jp.repeat(jp.asarray(per_start), len(angles), axis=0))
+    shape = (population, n_starts, len(angles))
+    stood = np.asarray(stood).reshape(population, n_starts).all(axis=1)
+    pitch = np.asarray(pitch).reshape(population, n_starts).mean(axis=1)
+    return np.asarray(survived).reshape(shape), np.asarray(up_z).reshape(shape), pitch, stood
 
   rng = np.random.default_rng(args.seed)
   mean = np.zeros(len(left))
@@ -173,10 +181,14 @@ def main() -> None:
     candidates[0] = 0.0 if home is None else best["left"]  # the home pose first, then the best so far
     actions = symmetric_actions(candidates.astype(np.float32), left, index, sign, n_act)
     survived, up_z, pitch, stood = evaluate(actions)
-    caught = (survived >= total) & stood[:, None]
-    fitness = caught.sum(axis=1) * 10.0 + (survived * stood[:, None]).mean(axis=1) / total + up_z.min(axis=1) * 0.01
+    caught = (survived >= total) & stood[:, None, None]
+    fitness = (
+      caught.sum(axis=(1, 2)) * 10.0
+      + (survived * stood[:, None, None]).mean(axis=(1, 2)) / total
+      + up_z.min(axis=(1, 2)) * 0.01
+    )
     if home is None:
-      home = {"survived_s": survived[0] * dt, "pitch": float(pitch[0])}
+      home = {"survived": survived[0], "pitch": float(pitch[0])}
     order = np.argsort(-fitness)
     if best is None or fitness[order[0]] > best["fitness"]:
       i = order[0]
@@ -184,15 +196,23 @@ def main() -> None:
         "fitness": float(fitness[i]),
         "left": candidates[i].copy(),
         "actions": actions[i],
-        "survived_s": survived[i] * dt,
+        "survived": survived[i],
         "pitch": float(pitch[i]),
         "stood": bool(stood[i]),
       }
     elite = candidates[order[: args.elite]]
     mean, std = elite.mean(axis=0), np.maximum(elite.std(axis=0), args.reach / 20)
 
-  def per_direction(survived_s):
-    return {f"{a:g} deg": round(float(s), 2) for a, s in zip(angles, survived_s, strict=True)}
+  def per_direction(survived):
+    """[starts, directions] steps survived -> per direction: the share of starts that stayed up and
+    the mean seconds survived."""
+    return {
+      f"{a:g} deg": {
+        "caught": round(float(np.mean(col >= total)), 3),
+        "mean_survived_s": round(float(col.mean() * dt), 2),
+      }
+      for a, col in zip(angles, survived.T, strict=True)
+    }
 
   if args.write_policy is not None:
     write_statue(args.write_policy, best["actions"])
@@ -204,20 +224,21 @@ def main() -> None:
       "after_s": args.after,
       "settle_s": args.settle,
       "reach_rad": round(args.reach * action_scale, 3),
+      "starts": n_starts,
       "population": args.population,
       "iterations": args.iterations,
       "action_scale": action_scale,
       "conditions": "nominal model, no noise, no delays, zero command; a fixed symmetric leg posture, no step",
       "machine": machine(),
       "home_pose": {
-        "directions_survived": int(np.sum(home["survived_s"] >= total * dt - 1e-6)),
-        "survived_s": per_direction(home["survived_s"]),
+        "kicks_caught": f"{int(np.sum(home['survived'] >= total))}/{home['survived'].size}",
+        "by_direction": per_direction(home["survived"]),
         "trunk_pitch_deg": round(home["pitch"], 2),
       },
       "best_posture": {
-        "directions_survived": int(np.sum(best["survived_s"] >= total * dt - 1e-6)) if best["stood"] else 0,
+        "kicks_caught": f"{int(np.sum(best['survived'] >= total)) if best['stood'] else 0}/{best['survived'].size}",
         "stood_until_the_kick": best["stood"],
-        "survived_s": per_direction(best["survived_s"]),
+        "by_direction": per_direction(best["survived"]),
         "trunk_pitch_deg": round(best["pitch"], 2),
         "offset_rad": {
           names[j]: round(float(a) * action_scale, 3) for j, a in enumerate(best["actions"]) if abs(a) > 0 or j in left
