@@ -75,6 +75,11 @@ def default_config() -> config_dict.ConfigDict:
       ),
       soft_joint_limit_factor=0.95,
       capture_margin=0.03,  # m around the segment between the feet that capture_point leaves free
+      # Rad from home of each leg joint that stand_still pulls to at a zero
+      # command (all 0: the home pose). `benchmarks.stance_search` finds a
+      # stance within the runtime's reach that catches kicks without a step.
+      # Each within +-action_scale x reference.residual_gain.
+      stand_pose={name: 0.0 for name in constants.LEG_JOINT_NAMES},
       tracking_sigma=0.01,  # (m/s)^2: an error of 0.1 m/s earns exp(-1) of tracking_lin_vel
       ang_tracking_sigma=0.1,  # (rad/s)^2: an error of 0.3 rad/s earns exp(-0.9) of tracking_ang_vel
       head_tracking_sigma=0.1,
@@ -116,6 +121,23 @@ def default_config() -> config_dict.ConfigDict:
   return config
 
 
+def stand_pose(config: config_dict.ConfigDict) -> np.ndarray:
+  """Offsets from home (rad, `IMITATED_JOINTS` order) that stand_still pulls the legs to.
+
+  Raises `ConfigError` for an offset beyond the residual's reach (the policy
+  could not hold it).
+  """
+  pose = config.reward_config.get("stand_pose", {}) or {}
+  reach = float(config.action_scale) * residual_gain(config)
+  for name, value in pose.items():
+    if abs(float(value)) > reach + 1e-9:
+      raise configs.ConfigError(
+        f"reward_config.stand_pose.{name}={value} is beyond the residual's reach of {reach:g} rad from home"
+        " (action_scale x reference.residual_gain)"
+      )
+  return np.array([float(pose.get(name, 0.0)) for name in constants.LEG_JOINT_NAMES], np.float32)
+
+
 class Joystick(base.OpenDuckMiniV2Env):
   """Velocity + head command tracking for the Open Duck Mini V2.
 
@@ -134,6 +156,7 @@ class Joystick(base.OpenDuckMiniV2Env):
       raise configs.ConfigError(
         "reference.residual_gain scales the residual around the feed-forward: set reference.feedforward=true"
       )
+    self._stand_pose = stand_pose(self._config)
     recovery_s = float(self._config.push_config.get("recovery_s", 0.0))
     if self._config.reward_config.scales.get("capture_point", 0.0) and not recovery_s > 0.0:
       raise configs.ConfigError(
@@ -237,7 +260,9 @@ class Joystick(base.OpenDuckMiniV2Env):
       "action_rate": lambda: rewards.action_rate(action, last_action),
       # Legs only: the head follows its own command (head_tracking) even when
       # the velocity command is zero.
-      "stand_still": lambda: rewards.stand_still(command[commands.VELOCITY], readings.joint_pos[legs]),
+      "stand_still": lambda: rewards.stand_still(
+        command[commands.VELOCITY], readings.joint_pos[legs] - jp.asarray(self._stand_pose, jp.float32)
+      ),
       "alive": rewards.alive,
       "termination": lambda: rewards.termination(terminated),
       "orientation": lambda: rewards.orientation(readings.gravity),
