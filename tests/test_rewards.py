@@ -258,3 +258,38 @@ def test_the_preset_reward_ranks_a_catching_step_above_a_fall():
   assert result["verdict"].startswith("ok"), result["verdict"]
   assert not result["best_catching_step"]["fell"] and result["best_fall"]["fell"]
   assert result["margin"] > 1.0, result
+
+
+def test_stand_still_pulls_the_legs_to_the_configured_stance():
+  """`reward_config.stand_pose`: stand_still charges the L1 distance of the leg joints from home plus
+  the stance (0 in the stance, its L1 size at home); an offset beyond the residual's reach is refused."""
+  import jax
+
+  from playground.common import configs
+  from playground.open_duck_mini_v2.model import constants
+  from playground.open_duck_mini_v2.model import observations
+  from playground.open_duck_mini_v2.tasks import joystick
+
+  config = joystick.default_config()
+  stance = {"left_hip_pitch": -0.15, "right_hip_pitch": 0.15, "left_knee": 0.11, "right_knee": 0.11}
+  for name, value in stance.items():
+    config.reward_config.stand_pose[name] = value
+  env = joystick.Joystick(config=config)
+  ids, model = env.ids, env.mjx_model
+  data = env.make_data(jp.asarray(ids.home_qpos), jp.zeros(model.nv), jp.asarray(ids.home_ctrl))
+  shapes = jax.eval_shape(lambda d: observations.read(ids, model, d), data)
+  at_home = jax.tree_util.tree_map(lambda s: jp.zeros(s.shape, s.dtype), shapes)
+  offsets = np.zeros(observations.NUM_ACTIONS, np.float32)
+  for name, value in stance.items():
+    offsets[constants.ACTUATOR_NAMES.index(name)] = value
+  in_stance = at_home.replace(joint_pos=jp.asarray(offsets))
+  idle = observations.StepContext.idle(jp.zeros(7))
+  cost = lambda readings: float(env.compute_rewards(readings, idle)["stand_still"])  # noqa: E731
+  assert cost(in_stance) == pytest.approx(0.0, abs=1e-7)
+  assert cost(at_home) == pytest.approx(0.52, rel=1e-5)
+  walking = observations.StepContext.idle(jp.array([0.1, 0, 0, 0, 0, 0, 0]))
+  assert float(env.compute_rewards(at_home, walking)["stand_still"]) == 0.0
+
+  config.reward_config.stand_pose.left_knee = 0.3
+  with pytest.raises(configs.ConfigError, match=r"stand_pose.left_knee=0.3 is beyond the residual's reach of 0.25 rad"):
+    joystick.Joystick(config=config)
