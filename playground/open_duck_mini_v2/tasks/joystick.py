@@ -156,7 +156,6 @@ class Joystick(base.OpenDuckMiniV2Env):
       raise configs.ConfigError(
         "reference.residual_gain scales the residual around the feed-forward: set reference.feedforward=true"
       )
-    self._stand_pose = stand_pose(self._config)
     recovery_s = float(self._config.push_config.get("recovery_s", 0.0))
     if self._config.reward_config.scales.get("capture_point", 0.0) and not recovery_s > 0.0:
       raise configs.ConfigError(
@@ -180,6 +179,8 @@ class Joystick(base.OpenDuckMiniV2Env):
           residual_gain(self._config),
         )
         self._feedforward_fn = self._feedforward.jax_fn()
+    # After the feed-forward's own checks (a gain of 0 or below is refused there).
+    self._stand_pose = stand_pose(self._config)
 
   @classmethod
   def default_config(cls) -> config_dict.ConfigDict:
