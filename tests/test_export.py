@@ -180,11 +180,15 @@ def test_unknown_parameter_layouts_are_rejected():
 
 
 @pytest.mark.parametrize(
-  "in_place, gain", [(False, 1.0), (True, 1.0), (False, 2.0)], ids=["stands", "steps_in_place", "residual_x2"]
+  "in_place, gain, stance",
+  [(False, 1.0, False), (True, 1.0, False), (False, 2.0, False), (False, 1.0, True)],
+  ids=["stands", "steps_in_place", "residual_x2", "stands_in_stance"],
 )
-def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place, gain):
+def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place, gain, stance):
   """A residual policy's ONNX adds the env's feed-forward, read from the observation's command and phase
-  (at a zero command only with `reference.step_in_place`), to its residual times `reference.residual_gain`."""
+  (at a zero command only with `reference.step_in_place`, or the stance with
+  `reference.feedforward_stand_pose`), to its residual times `reference.residual_gain`."""
+  from playground.open_duck_mini_v2.model import constants
   from playground.open_duck_mini_v2.model import observations
   from playground.open_duck_mini_v2.tasks import joystick
 
@@ -192,6 +196,9 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place, 
   config.reference.feedforward = True
   config.reference.step_in_place = in_place
   config.reference.residual_gain = gain
+  config.reference.feedforward_stand_pose = stance
+  config.reward_config.stand_pose.left_knee = 0.11
+  config.reward_config.stand_pose.right_hip_pitch = -0.15
   contract = duck_contract("joystick", config)
   ff = contract.feedforward
   assert ff is not None and duck_contract("standing").feedforward is None
@@ -223,6 +230,12 @@ def test_feedforward_policy_adds_the_reference_gait_in_onnx(tmp_path, in_place, 
     assert np.abs(got - (network_only + offsets)).max() > 0.1
   if in_place:  # zero commands: the in-place gait is in the output
     assert np.abs(offsets[:40, list(joystick.IMITATED_JOINTS)]).max() > 0.5
+  elif stance:  # zero commands: the stance, in action units, and nothing else
+    expected = np.zeros(actions, np.float32)
+    for name, rad in (("left_knee", 0.11), ("right_hip_pitch", -0.15)):
+      expected[joystick.IMITATED_JOINTS[constants.LEG_JOINT_NAMES.index(name)]] = rad / config.action_scale
+    np.testing.assert_allclose(offsets[:40], np.broadcast_to(expected, (40, actions)), atol=1e-6)
+    assert "standing stance" in contract.metadata["feedforward"]
   else:  # standing commands: the network alone
     assert np.all(offsets[:40] == 0.0)
   assert np.abs(offsets[40:]).max() > 0.5  # the gait is in the output (about +-1.4 action units)

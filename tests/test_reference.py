@@ -308,6 +308,52 @@ def test_feedforward_env_applies_residual_plus_the_gait_it_observes(gain):
     )
 
 
+def test_the_feedforward_stands_the_duck_in_its_stance():
+  """`reference.feedforward_stand_pose`: at a zero command the env applies residual + stand_pose / action_scale,
+  so a zero residual holds the stance through real MJX steps; a walking command gets the gait alone."""
+  from playground.open_duck_mini_v2.model import observations
+
+  stance = {"left_hip_pitch": -0.15, "right_hip_pitch": -0.15, "left_knee": 0.11, "right_knee": 0.11}
+  config = joystick.default_config()
+  config.reference.feedforward = True
+  config.reference.feedforward_stand_pose = True
+  for name, rad in stance.items():
+    config.reward_config.stand_pose[name] = rad
+  env = joystick.Joystick(config=config)
+  expected = np.zeros(env.action_size, np.float32)
+  for name, rad in stance.items():
+    expected[constants.ACTUATOR_NAMES.index(name)] = rad / config.action_scale
+  step = jax.jit(env.step)
+  state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+  state = state.replace(info={**state.info, "command": jp.zeros(7), "command_timer": jp.asarray(10**9)})
+  for _ in range(50):  # 1 s
+    state = step(state, jp.zeros(env.action_size))
+  np.testing.assert_allclose(state.info["last_actions"][0], expected, atol=1e-6)
+  # The joints went there: within 0.05 rad of the stance, which is 0.11-0.15 rad from home.
+  joint_pos = np.asarray(observations.read(env.ids, env.mjx_model, state.data).joint_pos)
+  for name, rad in stance.items():
+    assert joint_pos[constants.ACTUATOR_NAMES.index(name)] == pytest.approx(rad, abs=0.05), name
+  # Walking: the gait, not the stance.
+  gait = env.feedforward.jax_fn()
+  command = jp.array([0.1, 0.0, 0.0, 0, 0, 0, 0])
+  walking = state.replace(info={**state.info, "command": command})
+  after = step(walking, jp.zeros(env.action_size))
+  assert float(jp.abs(gait(command, walking.info["phase"]) - expected).max()) > 0.3
+  np.testing.assert_allclose(after.info["last_actions"][0], gait(command, walking.info["phase"]), atol=1e-6)
+
+
+def test_the_stance_in_the_feedforward_needs_a_standing_feedforward():
+  """`reference.feedforward_stand_pose` without the feed-forward, or with stepping in place, is refused in one line."""
+  config = joystick.default_config()
+  config.reference.feedforward_stand_pose = True
+  with pytest.raises(ConfigError, match="set reference.feedforward=true and reference.step_in_place=false"):
+    joystick.Joystick(config=config)
+  config.reference.feedforward = True
+  config.reference.step_in_place = True
+  with pytest.raises(ConfigError, match="set reference.feedforward=true and reference.step_in_place=false"):
+    joystick.Joystick(config=config)
+
+
 @pytest.mark.parametrize("gain", [0.0, -1.0])
 def test_a_residual_gain_that_is_not_positive_is_refused(gain):
   """`reference.residual_gain` must be positive: one line naming the key, before anything is built."""

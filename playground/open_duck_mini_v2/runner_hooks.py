@@ -107,6 +107,11 @@ def policy_metadata(env: Any, env_name: str, env_config: config_dict.ConfigDict)
       "the output includes the reference gait at the observed command and phase (the network learned a residual)"
       + ("; at a zero command too: the duck steps in place" if joystick.step_in_place(env_config) else "")
       + (
+        "; at a zero command it adds the standing stance (reward_config.stand_pose)"
+        if joystick.stand_pose_in_feedforward(env_config)
+        else ""
+      )
+      + (
         f"; the residual (tanh) is multiplied by {joystick.residual_gain(env_config):g} inside the file"
         if joystick.residual_gain(env_config) != 1.0
         else ""

@@ -205,7 +205,19 @@ def _feedforward(nodes: list, inits: list, ff: Any, action_size: int, obs: str =
     node("MatMul", ["ff_weights", "ff_table"], "ff_out")
     return "ff_out"
   node("MatMul", ["ff_weights", "ff_table"], "ff_raw")
-  node("Mul", ["ff_raw", "ff_gate"], "ff_out")
+  standing = getattr(ff, "standing", None)
+  if standing is None:
+    node("Mul", ["ff_raw", "ff_gate"], "ff_out")
+    return "ff_out"
+  # Standing (the gate off): the standing pose instead of the gait.
+  standing = np.asarray(standing, np.float32).reshape(1, -1)
+  if standing.shape[1] != action_size:
+    raise ExportError(f"feed-forward standing pose has {standing.shape[1]} entries, expected {action_size}")
+  node("Mul", ["ff_raw", "ff_gate"], "ff_moving_out")
+  node("Sub", ["ff_one", "ff_gate"], "ff_standing_gate")
+  const("ff_standing", standing)
+  node("Mul", ["ff_standing_gate", "ff_standing"], "ff_standing_out")
+  node("Add", ["ff_moving_out", "ff_standing_out"], "ff_out")
   return "ff_out"
 
 

@@ -228,6 +228,9 @@ class Feedforward:
     gate_threshold: command norm below which nothing is added; None: no gate.
     residual_gain: the policy's action (a tanh, in [-1, 1]) is multiplied by
       it before the gait is added: the residual's reach, in action units.
+    standing: [action_size] offsets added while the gate is 0 (a standing
+      pose, so that the residual is centred on it); None: nothing is added
+      there. Needs a gate.
   """
 
   axes: tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -236,6 +239,11 @@ class Feedforward:
   phase_index: int
   gate_threshold: float | None = 0.01
   residual_gain: float = 1.0
+  standing: np.ndarray | None = None
+
+  def __post_init__(self):
+    if self.standing is not None and self.gate_threshold is None:
+      raise ValueError("Feedforward.standing is added while the gate is off: it needs a gate_threshold")
 
   def jax_fn(self) -> Callable[[Any, Any], Any]:
     """`fn(command, phase_radians) -> action offset` in JAX (one env)."""
@@ -248,7 +256,9 @@ class Feedforward:
       if self.gate_threshold is None:
         return offset
       gate = (jp.linalg.norm(command[:3]) > self.gate_threshold).astype(jp.float32)
-      return gate * offset
+      if self.standing is None:
+        return gate * offset
+      return gate * offset + (1.0 - gate) * jp.asarray(self.standing, jp.float32)
 
     return fn
 

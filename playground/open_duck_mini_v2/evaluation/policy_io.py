@@ -170,6 +170,8 @@ def play_config(
     # residual (`reference.residual_gain`) inside; the player feeds its output
     # to `apply_action` as the runtime does (never `step`).
     config.reference.feedforward = False
+    if "feedforward_stand_pose" in config.reference:
+      config.reference.feedforward_stand_pose = False
     if "residual_gain" in config.reference:
       config.reference.residual_gain = 1.0
   return base.keeping_disturbances(config, noise=noise, delays=delays, randomization=randomization)

@@ -66,6 +66,12 @@ def step_in_place(config: Any) -> bool:
   return bool(config.reference.get("step_in_place", False))
 
 
+def stand_pose_in_feedforward(config: Any) -> bool:
+  """Whether the feed-forward adds `reward_config.stand_pose` at a zero command
+  (`reference.feedforward_stand_pose`; older configs have no such key: off)."""
+  return bool(config.reference.get("feedforward_stand_pose", False))
+
+
 def residual_gain(config: Any) -> float:
   """What a joystick env built from `config` multiplies the policy's residual by before adding
   the gait (`reference.residual_gain`; older configs have no such key: 1)."""

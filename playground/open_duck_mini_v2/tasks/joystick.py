@@ -23,6 +23,7 @@ from playground.open_duck_mini_v2.tasks import base
 from playground.open_duck_mini_v2.tasks.gait_tables import FRAME_LAYOUT
 from playground.open_duck_mini_v2.tasks.gait_tables import feedforward_on
 from playground.open_duck_mini_v2.tasks.gait_tables import residual_gain
+from playground.open_duck_mini_v2.tasks.gait_tables import stand_pose_in_feedforward
 from playground.open_duck_mini_v2.tasks.gait_tables import step_in_place
 from playground.open_duck_mini_v2.tasks.gait_tables import table_path
 from playground.open_duck_mini_v2.tasks.gait_tables import uses_reference
@@ -112,6 +113,10 @@ def default_config() -> config_dict.ConfigDict:
       # file alike, so each leg target reaches home +- action_scale x gain
       # around the gait; the runtime's action_scale is unchanged.
       residual_gain=1.0,
+      # With the feed-forward: at a zero command it adds
+      # reward_config.stand_pose ((pose) / action_scale), so the file stands in
+      # that stance with a zero residual and the residual is centred on it.
+      feedforward_stand_pose=False,
       # The gait servos slower than the default play (`servos.SERVO_GAITS`):
       # "builtin" (their speed limit clips its fastest moments) or "slowed"
       # (`gait_generator.fit_to_speed`, which does not lift the C001's feet).
@@ -156,6 +161,13 @@ class Joystick(base.OpenDuckMiniV2Env):
       raise configs.ConfigError(
         "reference.residual_gain scales the residual around the feed-forward: set reference.feedforward=true"
       )
+    if not residual_gain(self._config) > 0.0:  # before stand_pose, whose reach it sets
+      raise configs.ConfigError(f"reference.residual_gain must be positive, got {residual_gain(self._config)}")
+    if stand_pose_in_feedforward(self._config) and (not feedforward_on(self._config) or step_in_place(self._config)):
+      raise configs.ConfigError(
+        "reference.feedforward_stand_pose adds the stance where the feed-forward stands:"
+        " set reference.feedforward=true and reference.step_in_place=false"
+      )
     recovery_s = float(self._config.push_config.get("recovery_s", 0.0))
     if self._config.reward_config.scales.get("capture_point", 0.0) and not recovery_s > 0.0:
       raise configs.ConfigError(
@@ -170,17 +182,17 @@ class Joystick(base.OpenDuckMiniV2Env):
           f"the reference does not cover the commands: {uncovered}; narrow command_config or set reference.clamp=true"
         )
       self._lookup = self._reference.lookup_fn()
-      if feedforward_on(self._config):
-        self._feedforward = make_feedforward(
-          self._reference,
-          self._ids.home_ctrl,
-          self._config.action_scale,
-          step_in_place(self._config),
-          residual_gain(self._config),
-        )
-        self._feedforward_fn = self._feedforward.jax_fn()
-    # After the feed-forward's own checks (a gain of 0 or below is refused there).
     self._stand_pose = stand_pose(self._config)
+    if self._reference is not None and feedforward_on(self._config):
+      self._feedforward = make_feedforward(
+        self._reference,
+        self._ids.home_ctrl,
+        self._config.action_scale,
+        step_in_place(self._config),
+        residual_gain(self._config),
+        self._stand_pose if stand_pose_in_feedforward(self._config) else None,
+      )
+      self._feedforward_fn = self._feedforward.jax_fn()
 
   @classmethod
   def default_config(cls) -> config_dict.ConfigDict:
@@ -326,11 +338,14 @@ def make_feedforward(
   action_scale: float,
   in_place: bool = False,
   gain: float = 1.0,
+  stand_pose: np.ndarray | None = None,
 ) -> reference_motion.Feedforward:
   """The reference's leg poses as action offsets: (pose - home) / action_scale; 0 for the head.
 
   Gated off at a zero command unless `in_place` (`reference.step_in_place`);
   the policy's residual is multiplied by `gain` (`reference.residual_gain`).
+  With `stand_pose` (rad from home, `IMITATED_JOINTS` order), that stance is
+  added instead of nothing at a zero command (`reference.feedforward_stand_pose`).
   """
   if not gain > 0.0:
     raise configs.ConfigError(f"reference.residual_gain must be positive, got {gain}")
@@ -338,6 +353,10 @@ def make_feedforward(
   legs = np.zeros(len(home), bool)
   legs[list(IMITATED_JOINTS)] = True
   offsets = np.where(legs, (frames["joint_pos"] - np.asarray(home)) / action_scale, 0.0).astype(np.float32)
+  standing = None
+  if stand_pose is not None:
+    standing = np.zeros(len(home), np.float32)
+    standing[list(IMITATED_JOINTS)] = np.asarray(stand_pose, np.float32) / action_scale
   return reference_motion.Feedforward(
     axes=reference.axes,
     offsets=offsets,
@@ -345,6 +364,7 @@ def make_feedforward(
     phase_index=observations.STATE_LAYOUT.slices["phase"].start,
     gate_threshold=None if in_place else 0.01,
     residual_gain=float(gain),
+    standing=standing,
   )
 
 
