@@ -35,8 +35,10 @@ import numpy as np
 from benchmarks.common import KICK_ONLY_OVERRIDES
 from benchmarks.common import build_env
 from benchmarks.common import emit
+from benchmarks.common import hold_command
 from benchmarks.common import kicked_qvel
 from benchmarks.common import machine
+from benchmarks.common import trunk_up_z
 
 
 def knot_path(knots: np.ndarray, steps_per_knot: int, total_steps: int) -> np.ndarray:
@@ -88,9 +90,7 @@ def main() -> None:
     raise SystemExit("error: --react must be shorter than --after")
 
   step = jax.jit(jax.vmap(env.step))
-  state = jax.jit(jax.vmap(env.reset))(jax.random.PRNGKey(args.seed)[None])
-  info = {**state.info, "command": jp.zeros_like(state.info["command"]), "command_timer": jp.full(1, 10**9, jp.int32)}
-  state = state.replace(info=info)
+  state = hold_command(jax.jit(jax.vmap(env.reset))(jax.random.PRNGKey(args.seed)[None]), None)
   for _ in range(int(round(args.settle / dt))):
     state = step(state, jp.zeros((1, n_act)))
   settled = state
@@ -108,9 +108,7 @@ def main() -> None:
     population = targets.shape[1]
     batch = jax.tree_util.tree_map(lambda x: jp.repeat(x, population, axis=0), start)
     (final, _), (alive, air) = jax.lax.scan(body, (batch, jp.ones(population)), targets)
-    q = final.data.qpos[:, 3:7]  # the free joint's quaternion (w, x, y, z)
-    up_z = 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2)  # world z of the trunk's z axis
-    return alive.sum(axis=0), up_z, air.max(axis=0)
+    return alive.sum(axis=0), trunk_up_z(final.data.qpos), air.max(axis=0)
 
   rollout = jax.jit(rollout)
   rng = np.random.default_rng(args.seed)

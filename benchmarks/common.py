@@ -72,6 +72,22 @@ def kicked_qvel(qpos: Any, qvel: Any, strength: float, directions_deg: Any) -> A
   return qvel
 
 
+def hold_command(state: Any, commands: Any) -> Any:
+  """A batch of env states whose command is `commands` ([n, 7], or zeros when None) for good:
+  the command timer is parked so that the episode never draws another one."""
+  import jax.numpy as jp
+
+  n = state.info["command"].shape[0]
+  commands = jp.zeros_like(state.info["command"]) if commands is None else jp.asarray(commands, jp.float32)
+  return state.replace(info={**state.info, "command": commands, "command_timer": jp.full(n, 10**9, jp.int32)})
+
+
+def trunk_up_z(qpos: Any) -> Any:
+  """World z of the trunk's z axis ([n]) from the free joint's quaternion (w, x, y, z) in `qpos` ([n, nq])."""
+  q = qpos[:, 3:7]
+  return 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2)
+
+
 def build_env(env_name: str, task: str, overrides: list[str], preset: str = "full", num_envs: int | None = None):
   """The Open Duck Mini V2 runner's own env, randomizer and VecEnv for a configuration.
 

@@ -41,6 +41,7 @@ import numpy as np
 from benchmarks.common import KICK_ONLY_OVERRIDES
 from benchmarks.common import build_env
 from benchmarks.common import emit
+from benchmarks.common import hold_command
 from benchmarks.common import kicked_qvel
 from benchmarks.common import machine
 
@@ -159,9 +160,7 @@ def main() -> None:
   state = jax.tree_util.tree_map(lambda x: jp.repeat(x, n_kinds, axis=0), state)
   commands = np.zeros((len(scenarios) * n_kinds, 7), np.float32)
   commands[:, :3] = np.repeat([COMMANDS[c] for c, _ in scenarios], n_kinds, axis=0)
-  # The command holds; the episode's timers never fire.
-  info = {**state.info, "command": jp.asarray(commands), "command_timer": jp.full(len(commands), 10**9, jp.int32)}
-  state = state.replace(info=info)
+  state = hold_command(state, commands)  # the episode's timers never fire
   for _ in range(int(round(args.kick_at / dt))):
     state = step(state, jp.asarray(policy(np.asarray(state.obs["state"]))))
   if np.asarray(state.done).any():

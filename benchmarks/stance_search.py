@@ -37,8 +37,11 @@ import numpy as np
 from benchmarks.common import KICK_ONLY_OVERRIDES
 from benchmarks.common import build_env
 from benchmarks.common import emit
+from benchmarks.common import hold_command
 from benchmarks.common import kicked_qvel
 from benchmarks.common import machine
+from benchmarks.common import trunk_up_z
+from playground.open_duck_mini_v2.evaluation import statue
 
 #: Largest |tanh| a written policy outputs (its bias is the arctanh of the offset).
 MAX_TANH = 0.98
@@ -57,33 +60,6 @@ def symmetric_actions(left: np.ndarray, left_index: np.ndarray, mirror_index, mi
   right = [i for i in range(n_act) if mirror_index[i] in left_index and i not in left_index]
   out[:, right] = mirrored[:, right]
   return out
-
-
-def write_statue(path: Path, actions: np.ndarray) -> None:
-  """A policy file whose output is `actions` ([14], |a| < 1) whatever it observes."""
-  from playground.common.export import onnx_graph
-  from playground.common.export import policy_file
-  from playground.common.runner import RunArgs
-  from playground.open_duck_mini_v2.model import observations
-  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
-
-  runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain"))
-  config = runner.default_env_config("joystick")
-  contract = runner.policy_contract(runner.make_env("joystick", "flat_terrain", config), config)
-  meta = policy_file.policy_metadata(
-    OpenDuckMiniV2Runner.robot, "joystick", "flat_terrain", 0, "state", contract.metadata
-  )
-  size = observations.STATE_LAYOUT.size
-  bias = np.zeros(2 * len(actions), np.float32)
-  bias[: len(actions)] = np.arctanh(np.clip(actions, -MAX_TANH, MAX_TANH))
-  params = {
-    "params": {
-      "hidden_0": {"kernel": np.zeros((size, 8), np.float32), "bias": np.zeros(8, np.float32)},
-      "hidden_1": {"kernel": np.zeros((8, 2 * len(actions)), np.float32), "bias": bias},
-    }
-  }
-  model = onnx_graph.build_model(np.zeros(size), np.ones(size), params, len(actions), "swish", meta)
-  path.write_bytes(model.SerializeToString())
 
 
 def main() -> None:
@@ -124,9 +100,7 @@ def main() -> None:
 
   step = jax.jit(jax.vmap(env.step))
   n_starts = args.starts
-  start = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(args.seed), n_starts))
-  idle = {"command": jp.zeros_like(start.info["command"]), "command_timer": jp.full(n_starts, 10**9, jp.int32)}
-  start = start.replace(info={**start.info, **idle})
+  start = hold_command(jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(args.seed), n_starts)), None)
 
   @jax.jit
   def settle_in(actions):
@@ -154,8 +128,7 @@ def main() -> None:
       return (s, alive), alive
 
     (final, _), alive = jax.lax.scan(after, (kicked, jp.ones(held.shape[0])), None, length=total)
-    q = final.data.qpos[:, 3:7]
-    return alive.sum(axis=0), 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2)
+    return alive.sum(axis=0), trunk_up_z(final.data.qpos)
 
   def evaluate(actions):
     """Per candidate ([P, 14]), start and direction: steps survived after the kick and the final
@@ -215,7 +188,8 @@ def main() -> None:
     }
 
   if args.write_policy is not None:
-    write_statue(args.write_policy, best["actions"])
+    pre_tanh = np.arctanh(np.clip(np.asarray(best["actions"]), -MAX_TANH, MAX_TANH))
+    statue.write_statue(args.write_policy, pre_tanh)
   emit(
     {
       "benchmark": "stance_search",

@@ -70,38 +70,26 @@ def duck_contract(env_name="joystick", config=None, task="flat_terrain"):
   return runner.policy_contract(runner.make_env(env_name, task, config), config)
 
 
+def zero_readings(env):
+  """The duck env's `Readings` with every field zero (shapes from the home pose, no physics compiled)."""
+  import jax
+  import jax.numpy as jp
+
+  from playground.open_duck_mini_v2.model import observations
+
+  ids, model = env.ids, env.mjx_model
+  data = env.make_data(jp.asarray(ids.home_qpos), jp.zeros(model.nv), jp.asarray(ids.home_ctrl))
+  shapes = jax.eval_shape(lambda d: observations.read(ids, model, d), data)
+  return jax.tree_util.tree_map(lambda s: jp.zeros(s.shape, s.dtype), shapes)
+
+
 def write_policy(path, metadata_changes=None, bias=None, history=0):
   """An Open Duck policy file whose action is tanh(bias) whatever it observes (zero: the home pose).
 
-  A 2-layer network with zero weights, the joystick env's real metadata
-  (changed by `metadata_changes`); with `history`, it observes that many
-  earlier frames (`observation_history`).
+  The duck's statue (`evaluation.statue`): zero weights, the joystick env's
+  real metadata (changed by `metadata_changes`); with `history`, it observes
+  that many earlier frames (`observation_history`).
   """
-  import numpy as np
+  from playground.open_duck_mini_v2.evaluation import statue
 
-  from playground.common.export import onnx_graph
-  from playground.common.export import policy_file
-  from playground.open_duck_mini_v2.model import observations
-  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
-  from playground.open_duck_mini_v2.tasks.registry import env_class
-
-  config = env_class("joystick").default_config()
-  config.observation_history = history
-  size = observations.state_layout(history).size
-  contract = duck_contract("joystick", config)
-  meta = policy_file.policy_metadata(
-    OpenDuckMiniV2Runner.robot, "joystick", "flat_terrain", 0, "state", contract.metadata
-  )
-  meta.update(metadata_changes or {})
-  out_bias = np.zeros(28, np.float32)
-  if bias is not None:
-    out_bias[:14] = bias
-  params = {
-    "params": {
-      "hidden_0": {"kernel": np.zeros((size, 8), np.float32), "bias": np.zeros(8, np.float32)},
-      "hidden_1": {"kernel": np.zeros((8, 28), np.float32), "bias": out_bias},
-    }
-  }
-  model = onnx_graph.build_model(np.zeros(size), np.ones(size), params, 14, "swish", meta)
-  path.write_bytes(model.SerializeToString())
-  return path
+  return statue.write_statue(path, bias, history, metadata_changes)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from helpers import FAST_COMPILE_OPTIONS
 from helpers import REPO_ROOT
+from helpers import zero_readings
 
 from playground.common import configs
 from playground.common.runner import RunArgs
@@ -164,10 +165,7 @@ def test_each_training_episode_draws_its_clock_rate_and_players_keep_the_runtime
   """
   env, _ = _venv("joystick", "flat_terrain", gait_frequency_spread=0.2)
   # The first state's readings matter to no clock: zeros, without compiling the physics.
-  ids, model = env.ids, env.mjx_model
-  data = env.make_data(jp.asarray(ids.home_qpos), jp.zeros(model.nv), jp.asarray(ids.home_ctrl))
-  shapes = jax.eval_shape(lambda d: observations.read(ids, model, d), data)
-  readings = jax.tree_util.tree_map(lambda s: jp.zeros(s.shape, s.dtype), shapes)
+  readings = zero_readings(env)
   infos = jax.vmap(env.initial_info, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(0), 64), readings)
   rate = np.asarray(infos["gait_rate"])
   assert 0.8 <= rate.min() and rate.max() <= 1.2 and np.ptp(rate) > 0.3, rate

@@ -6,6 +6,7 @@ import jax.numpy as jp
 import numpy as np
 import pytest
 from brax.training.agents.ppo import losses as ppo_losses
+from helpers import zero_readings
 
 from playground.common.tasks import rewards
 
@@ -263,8 +264,6 @@ def test_the_preset_reward_ranks_a_catching_step_above_a_fall():
 def test_stand_still_pulls_the_legs_to_the_configured_stance():
   """`reward_config.stand_pose`: stand_still charges the L1 distance of the leg joints from home plus
   the stance (0 in the stance, its L1 size at home); an offset beyond the residual's reach is refused."""
-  import jax
-
   from playground.common import configs
   from playground.open_duck_mini_v2.model import constants
   from playground.open_duck_mini_v2.model import observations
@@ -275,10 +274,7 @@ def test_stand_still_pulls_the_legs_to_the_configured_stance():
   for name, value in stance.items():
     config.reward_config.stand_pose[name] = value
   env = joystick.Joystick(config=config)
-  ids, model = env.ids, env.mjx_model
-  data = env.make_data(jp.asarray(ids.home_qpos), jp.zeros(model.nv), jp.asarray(ids.home_ctrl))
-  shapes = jax.eval_shape(lambda d: observations.read(ids, model, d), data)
-  at_home = jax.tree_util.tree_map(lambda s: jp.zeros(s.shape, s.dtype), shapes)
+  at_home = zero_readings(env)
   offsets = np.zeros(observations.NUM_ACTIONS, np.float32)
   for name, value in stance.items():
     offsets[constants.ACTUATOR_NAMES.index(name)] = value

@@ -230,12 +230,13 @@ def test_augment_appends_the_mirror_image_of_every_trajectory_with_the_collected
 
 def test_the_stance_search_holds_symmetric_postures_and_writes_them_as_a_statue_file(joints, tmp_path):
   """`benchmarks.stance_search`: every candidate is its own mirror image (the right leg mirrors
-  the left, the head at home), and `--write_policy` writes a file that outputs that posture
+  the left, the head at home), and the statue file it writes (`--write_policy`) outputs that posture
   whatever it observes, with the duck's metadata."""
   import onnxruntime as ort
 
   from benchmarks import stance_search
   from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.evaluation import statue
 
   names = constants.ACTUATOR_NAMES
   left = np.array([names.index(n) for n in constants.LEG_JOINT_NAMES if n.startswith("left_")])
@@ -247,7 +248,7 @@ def test_the_stance_search_holds_symmetric_postures_and_writes_them_as_a_statue_
   assert not actions[:, head].any() and np.abs(actions).min(axis=0)[[i for i in range(14) if i not in head]].all()
 
   path = tmp_path / "stance.onnx"
-  stance_search.write_statue(path, actions[0])
+  statue.write_statue(path, np.arctanh(actions[0]))
   session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
   size = observations.STATE_LAYOUT.size
   observed = np.random.default_rng(1).normal(size=(3, size)).astype(np.float32)

@@ -187,3 +187,26 @@ def policy_metadata(
   }
   meta.update(robot_metadata)
   return meta
+
+
+def write_constant_policy(path: Path, pre_tanh: np.ndarray, obs_size: int, metadata: Mapping[str, Any]) -> Path:
+  """Writes a policy file whose action is tanh(`pre_tanh`) whatever it observes (a statue).
+
+  A 2-layer network with zero weights and `pre_tanh` as the mean's output
+  bias, in the same graph and with the same `metadata` as an exported
+  policy, so every player reads it as one. For baselines (a posture held
+  without a policy) and tests.
+  """
+  pre_tanh = np.asarray(pre_tanh, np.float32).reshape(-1)
+  n = len(pre_tanh)
+  out_bias = np.concatenate([pre_tanh, np.zeros(n, np.float32)])  # the mean's, then the scale's
+  params = {
+    "params": {
+      "hidden_0": {"kernel": np.zeros((obs_size, 8), np.float32), "bias": np.zeros(8, np.float32)},
+      "hidden_1": {"kernel": np.zeros((8, 2 * n), np.float32), "bias": out_bias},
+    }
+  }
+  model = onnx_graph.build_model(np.zeros(obs_size), np.ones(obs_size), params, n, "swish", dict(metadata))
+  path = Path(path)
+  path.write_bytes(model.SerializeToString())
+  return path

@@ -274,7 +274,7 @@ class Joystick(base.OpenDuckMiniV2Env):
       # Legs only: the head follows its own command (head_tracking) even when
       # the velocity command is zero.
       "stand_still": lambda: rewards.stand_still(
-        command[commands.VELOCITY], readings.joint_pos[legs] - jp.asarray(self._stand_pose, jp.float32)
+        command[commands.VELOCITY], readings.joint_pos[legs] - self._stand_pose
       ),
       "alive": rewards.alive,
       "termination": lambda: rewards.termination(terminated),
