@@ -289,3 +289,32 @@ def test_stand_still_pulls_the_legs_to_the_configured_stance():
   config.reward_config.stand_pose.left_knee = 0.3
   with pytest.raises(configs.ConfigError, match=r"stand_pose.left_knee=0.3 is beyond the residual's reach of 0.25 rad"):
     joystick.Joystick(config=config)
+
+
+def test_posture_reward_shows_the_limit_cost_charging_the_stance(tmp_path):
+  """`benchmarks.posture_reward`: held at a zero command, the stance that `stance_search` found pays the
+  preset's joint-limit cost (its loaded knees cross the soft limit at 95% of the range) and home does not;
+  `stand_still`, pulling to the stance, charges home more."""
+  from benchmarks import posture_reward
+  from benchmarks.common import KICK_ONLY_OVERRIDES
+  from benchmarks.common import build_env
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.evaluation import statue
+  from playground.open_duck_mini_v2.model import constants
+
+  left = {"hip_yaw": -0.083, "hip_roll": -0.052, "hip_pitch": -0.153, "knee": 0.111, "ankle": 0.053}
+  mirrored = {"hip_yaw", "hip_roll", "hip_pitch"}  # the right leg's axes of these point the other way
+  stance = {f"left_{j}": v for j, v in left.items()}
+  stance |= {f"right_{j}": -v if j in mirrored else v for j, v in left.items()}
+  overrides = [*KICK_ONLY_OVERRIDES, *(f"reward_config.stand_pose.{k}={v}" for k, v in stance.items())]
+  _, env, _, cfg = build_env("joystick", "flat_terrain", overrides + list(posture_reward.PLAY_FILE_OVERRIDES), "cpu")
+  pre_tanh = np.zeros(len(constants.ACTUATOR_NAMES))
+  for name, rad in stance.items():
+    pre_tanh[constants.ACTUATOR_NAMES.index(name)] = np.arctanh(rad / cfg.env_config.action_scale)
+  files = {"stance": statue.write_statue(tmp_path / "stance.onnx", pre_tanh)}
+  files["home"] = statue.write_statue(tmp_path / "home.onnx")
+  policies = {name: policy_io.onnx_policy(path, batched=True) for name, path in files.items()}
+  got = posture_reward.posture_terms(env, policies, envs=2, settle_steps=25, steps=25)
+  assert not got["stance"]["fell"] and not got["home"]["fell"]
+  assert got["stance"]["terms"]["dof_pos_limits"] < -0.005 and got["home"]["terms"]["dof_pos_limits"] == 0.0
+  assert got["home"]["terms"]["stand_still"] < 3 * got["stance"]["terms"]["stand_still"] < 0.0

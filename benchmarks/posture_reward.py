@@ -1,0 +1,106 @@
+"""What the reward pays for standing postures: each term per control step, for policy files held at a zero command.
+
+    uv run python -m benchmarks.posture_reward stance.onnx home.onnx checkpoints/RUN/STEP/policy.onnx
+    uv run python -m benchmarks.posture_reward stance.onnx --set reward_config.soft_joint_limit_factor=0.98
+
+Each file plays a zero command in the joystick env of the `cpu` preset (its
+reward, with `--set` overrides such as `reward_config.stand_pose.*`; nominal
+model, no noise, no delays, no pushes) from `--envs` starts. After
+`--settle` seconds, every weighted reward term is averaged per control step
+over `--seconds` more. The file is played as the robot runtime plays it:
+its output is the action (a residual policy's file adds its own
+feed-forward), so the env adds nothing.
+
+A posture that the reward ranks below another one cannot be learned
+instead of it: the stance that `stance_search` finds, for example, paid
+more joint-limit cost than `stand_still` saved it under the preset's soft
+limit (docs/results.md, "The stance in the file, and the limit cost that
+forbade it"). The JSON gives per file the mean of each term, their sum and
+whether any start fell.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import KICK_ONLY_OVERRIDES
+from benchmarks.common import build_env
+from benchmarks.common import emit
+from benchmarks.common import hold_command
+from benchmarks.common import machine
+
+#: The file's output is the action: the env must not add a feed-forward of its own.
+PLAY_FILE_OVERRIDES = (
+  "reference.feedforward_stand_pose=false",
+  "reference.feedforward=false",
+  "reference.residual_gain=1.0",
+  "push_config.enable=false",
+)
+
+
+def posture_terms(env, policies: dict[str, object], envs: int, settle_steps: int, steps: int, seed: int = 0) -> dict:
+  """Per policy name: {"terms": mean weighted reward per control step by term, "sum", "fell"}.
+
+  `policies` maps a name to a batched `fn(obs[n, obs_size]) -> actions[n, 14]`.
+  """
+  import jax
+  import jax.numpy as jp
+
+  reset = jax.jit(jax.vmap(env.reset))
+  step = jax.jit(jax.vmap(env.step))
+  out = {}
+  for name, policy in policies.items():
+    state = hold_command(reset(jax.random.split(jax.random.PRNGKey(seed), envs)), None)
+    sums: dict[str, float] = {}
+    fell = np.zeros(envs, bool)
+    for i in range(settle_steps + steps):
+      state = step(state, jp.asarray(policy(np.asarray(state.obs["state"]))))
+      fell |= np.asarray(state.done) > 0.5
+      if i >= settle_steps:
+        for key, value in state.metrics.items():
+          if key.startswith("reward/"):
+            sums[key[len("reward/") :]] = sums.get(key[len("reward/") :], 0.0) + float(np.mean(value))
+    terms = {k: round(v / steps, 5) for k, v in sorted(sums.items())}
+    out[name] = {"terms": terms, "sum": round(sum(terms.values()), 5), "fell": bool(fell.any())}
+  return out
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("policies", nargs="+", type=Path, help="policy files (.onnx) to hold at a zero command")
+  parser.add_argument("--envs", type=int, default=8, help="starts (spawn noise, heading) per file")
+  parser.add_argument("--settle", type=float, default=1.0, help="s played before the terms are averaged")
+  parser.add_argument("--seconds", type=float, default=3.0, help="s over which the terms are averaged")
+  parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+  args = parser.parse_args()
+
+  from playground.open_duck_mini_v2.evaluation import policy_io
+
+  missing = [str(p) for p in args.policies if not p.is_file()]
+  if missing:
+    raise SystemExit(f"error: no such policy file: {', '.join(missing)}")
+  overrides = list(KICK_ONLY_OVERRIDES) + args.overrides + list(PLAY_FILE_OVERRIDES)
+  _, env, _, _ = build_env("joystick", "flat_terrain", overrides, preset="cpu")
+  dt = float(env.dt)
+  policies = {str(p): policy_io.onnx_policy(p, batched=True) for p in args.policies}
+  result = posture_terms(env, policies, args.envs, int(round(args.settle / dt)), int(round(args.seconds / dt)))
+  emit(
+    {
+      "benchmark": "posture_reward",
+      "conditions": "cpu preset's reward at a zero command; nominal model, no noise, no delays, no pushes",
+      "overrides": args.overrides,
+      "seconds": args.seconds,
+      "settle_s": args.settle,
+      "envs": args.envs,
+      "per_policy": result,
+      "ranking": sorted(result, key=lambda name: -result[name]["sum"]),
+      "machine": machine(),
+    }
+  )
+
+
+if __name__ == "__main__":
+  main()
