@@ -342,6 +342,24 @@ def test_the_feedforward_stands_the_duck_in_its_stance():
   np.testing.assert_allclose(after.info["last_actions"][0], gait(command, walking.info["phase"]), atol=1e-6)
 
 
+def test_a_file_with_the_stance_in_it_is_played_from_its_output_alone():
+  """Players feed a residual file's output to the servos as the runtime does: the env they build adds
+  no feed-forward and no stance, even for a run whose stance lies beyond the unit gain's reach."""
+  from helpers import REPO_ROOT
+
+  from playground.open_duck_mini_v2.evaluation import policy_io
+
+  walker = REPO_ROOT / "tests" / "fixtures" / "walker"
+  run = json.loads((walker / "config.json").read_text())["env_config"]
+  run["reference"] |= {"feedforward": True, "residual_gain": 2.0, "feedforward_stand_pose": True}
+  run["reward_config"]["stand_pose"] = {name: 0.0 for name in constants.LEG_JOINT_NAMES} | {"left_knee": 0.4}
+  config = policy_io.play_config(
+    policy_io.read_metadata(walker / "policy.onnx"), run, noise=False, delays=False, randomization=False
+  )
+  assert not config.reference.feedforward and not config.reference.feedforward_stand_pose
+  assert joystick.Joystick(config=config).feedforward is None
+
+
 def test_the_stance_in_the_feedforward_needs_a_standing_feedforward():
   """`reference.feedforward_stand_pose` without the feed-forward, or with stepping in place, is refused in one line."""
   config = joystick.default_config()

@@ -174,6 +174,11 @@ def play_config(
       config.reference.feedforward_stand_pose = False
     if "residual_gain" in config.reference:
       config.reference.residual_gain = 1.0
+      # A stance beyond the unit gain's reach would now be refused; players
+      # read no reward, so the stance stand_still pulls to is dropped.
+      if "stand_pose" in config.reward_config:
+        for name in list(config.reward_config.stand_pose):
+          config.reward_config.stand_pose[name] = 0.0
   return base.keeping_disturbances(config, noise=noise, delays=delays, randomization=randomization)
 
 
