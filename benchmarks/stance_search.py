@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks import statue
 from benchmarks.common import KICK_ONLY_OVERRIDES
 from benchmarks.common import build_env
 from benchmarks.common import emit
@@ -41,7 +42,6 @@ from benchmarks.common import hold_command
 from benchmarks.common import kicked_qvel
 from benchmarks.common import machine
 from benchmarks.common import trunk_up_z
-from playground.open_duck_mini_v2.evaluation import statue
 
 #: Largest |tanh| a written policy outputs (its bias is the arctanh of the offset).
 MAX_TANH = 0.98

@@ -86,10 +86,10 @@ def zero_readings(env):
 def write_policy(path, metadata_changes=None, bias=None, history=0):
   """An Open Duck policy file whose action is tanh(bias) whatever it observes (zero: the home pose).
 
-  The duck's statue (`evaluation.statue`): zero weights, the joystick env's
+  The duck's statue (`benchmarks.statue`): zero weights, the joystick env's
   real metadata (changed by `metadata_changes`); with `history`, it observes
   that many earlier frames (`observation_history`).
   """
-  from playground.open_duck_mini_v2.evaluation import statue
+  from benchmarks import statue
 
   return statue.write_statue(path, bias, history, metadata_changes)

@@ -296,10 +296,10 @@ def test_posture_reward_shows_the_limit_cost_charging_the_stance(tmp_path):
   preset's joint-limit cost (its loaded knees cross the soft limit at 95% of the range) and home does not;
   `stand_still`, pulling to the stance, charges home more."""
   from benchmarks import posture_reward
+  from benchmarks import statue
   from benchmarks.common import KICK_ONLY_OVERRIDES
   from benchmarks.common import build_env
   from playground.open_duck_mini_v2.evaluation import policy_io
-  from playground.open_duck_mini_v2.evaluation import statue
   from playground.open_duck_mini_v2.model import constants
 
   left = {"hip_yaw": -0.083, "hip_roll": -0.052, "hip_pitch": -0.153, "knee": 0.111, "ankle": 0.053}

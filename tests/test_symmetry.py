@@ -235,8 +235,8 @@ def test_the_stance_search_holds_symmetric_postures_and_writes_them_as_a_statue_
   import onnxruntime as ort
 
   from benchmarks import stance_search
+  from benchmarks import statue
   from playground.open_duck_mini_v2.evaluation import policy_io
-  from playground.open_duck_mini_v2.evaluation import statue
 
   names = constants.ACTUATOR_NAMES
   left = np.array([names.index(n) for n in constants.LEG_JOINT_NAMES if n.startswith("left_")])

@@ -1,4 +1,4 @@
-"""A policy file that holds one posture whatever it observes: the Open Duck's statue.
+"""A policy file that holds one posture whatever it observes: the Open Duck's statue (benchmarks and tests).
 
 The home statue is the baseline a trained policy must beat (a kicked duck
 that keeps its home pose, with no policy at all); `benchmarks.stance_search`
@@ -33,7 +33,7 @@ def write_statue(
   (`observation_history`); `metadata_changes` overwrite entries of its
   metadata (tests of what a player refuses).
   """
-  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner  # the runner imports the evaluation rooms
+  from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
   runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain"))
   config = runner.default_env_config("joystick")
