@@ -229,7 +229,7 @@ class VecEnv:
     next_env = nstate.replace(
       data=jax.tree_util.tree_map(select, reset_state.env.data, nstate.data),
       obs=jax.tree_util.tree_map(select, reset_state.env.obs, nstate.obs),
-      info=jax.tree_util.tree_map(select, reset_state.env.info, nstate.info),
+      info=self._next_info(select, reset_state.env.info, nstate.info),
       done=done.astype(jp.float32),
     )
     new_state = EnvState(
@@ -250,6 +250,18 @@ class VecEnv:
       finished_metrics=episode_metrics,
     )
     return new_state, result
+
+  def _next_info(self, select, reset_info: dict[str, Any], info: dict[str, Any]) -> dict[str, Any]:
+    """The episode state after a step: the reset's where an episode ended, except the env's persistent keys.
+
+    A task names in `persistent_info_keys` what outlives an episode (for
+    example an adaptive curriculum's level); everything else starts afresh.
+    """
+    keep = set(getattr(self.env.unwrapped, "persistent_info_keys", ()))
+    return {
+      name: value if name in keep else jax.tree_util.tree_map(select, reset_info[name], value)
+      for name, value in info.items()
+    }
 
   # ---- Checkpoint form.
 

@@ -11,6 +11,7 @@ model (`robot_model`), readings (`observations.read`) and servo targets
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +24,7 @@ from mujoco_playground import MjxEnv
 from mujoco_playground import State
 
 from playground.common import configs
+from playground.common.tasks import kicks
 from playground.common.tasks import randomize
 from playground.common.tasks.observation_layout import ObservationLayout
 from playground.common.train import backend
@@ -114,6 +116,17 @@ def base_config() -> config_dict.ConfigDict:
         # off its gait: imitation, stand_still and feet_air_time are waived
         # (`StepContext.recovering`). 0: off. The actor observes nothing of it.
         recovery_s=0.0,
+        # Relative share of kicks toward the trunk's front, left, back and
+        # right (`kicks.SECTORS`, 90 degrees each); equal weights: any direction.
+        direction_weights=(1.0, 1.0, 1.0, 1.0),
+        # Share of episodes kicked at their first control step (a perturbed
+        # start); the others wait `interval_range` for their first kick.
+        kicked_start_share=0.0,
+        # An adaptive kick strength per environment (`kicks.next_level`): a
+        # kick survived for `judge_s` multiplies it by `grow`, a fall within
+        # `judge_s` by `shrink`, within `magnitude_range`; each kick is drawn
+        # in [level * (1 - spread), level]. Off: kicks uniform in `magnitude_range`.
+        curriculum=dict(enable=False, start=0.5, grow=1.05, shrink=0.8, spread=0.25, judge_s=1.0),
       ),
       termination=dict(
         min_base_height=0.08,  # m of trunk above the lowest foot
@@ -150,6 +163,70 @@ def keeping_disturbances(
   if not pushes:
     config.push_config.enable = False
   return config
+
+
+@dataclasses.dataclass(frozen=True)
+class KickSettings:
+  """The training kicks of `push_config`, checked (configs from before an option read its default).
+
+  Attributes:
+    weights: relative share of kicks per heading sector (`kicks.SECTORS`),
+      or None for a direction uniform over the circle.
+    kicked_start_share: share of episodes kicked at their first control step.
+    curriculum: whether each env adapts its own kick strength (`kicks.next_level`).
+    start, grow, shrink, spread, judge_s: the curriculum's settings.
+    bounds: (low, high) m/s, `magnitude_range`.
+  """
+
+  weights: tuple[float, ...] | None
+  kicked_start_share: float
+  curriculum: bool
+  start: float
+  grow: float
+  shrink: float
+  spread: float
+  judge_s: float
+  bounds: tuple[float, float]
+
+  @classmethod
+  def of_config(cls, push_config: config_dict.ConfigDict) -> KickSettings:
+    """Raises `ConfigError` (one line naming the valid values) for a bad setting."""
+    try:
+      weights = kicks.check_direction_weights(push_config.get("direction_weights", (1.0,) * len(kicks.SECTORS)))
+    except ValueError as e:
+      raise configs.ConfigError(f"push_config.direction_weights {e}") from None
+    share = push_config.get("kicked_start_share", 0.0)
+    if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0.0 <= share <= 1.0:
+      raise configs.ConfigError(f"push_config.kicked_start_share must be a fraction in [0, 1], got {share!r}")
+    lo, hi = (float(v) for v in push_config.magnitude_range)
+    cur = push_config.get("curriculum", None)
+    cur = dict(cur) if cur is not None else {}
+    enabled = cur.get("enable", False)
+    if not isinstance(enabled, bool):
+      raise configs.ConfigError(f"push_config.curriculum.enable must be true or false, got {enabled!r}")
+    settings = cls(
+      weights=None if len(set(weights)) == 1 else weights,
+      kicked_start_share=float(share),
+      curriculum=enabled,
+      start=float(cur.get("start", 0.5)),
+      grow=float(cur.get("grow", 1.05)),
+      shrink=float(cur.get("shrink", 0.8)),
+      spread=float(cur.get("spread", 0.25)),
+      judge_s=float(cur.get("judge_s", 1.0)),
+      bounds=(lo, hi),
+    )
+    if enabled:
+      checks = (
+        (0.0 <= lo <= settings.start <= hi, f"start must lie in magnitude_range {(lo, hi)}, got {settings.start}"),
+        (settings.grow >= 1.0, f"grow must be at least 1, got {settings.grow}"),
+        (0.0 < settings.shrink <= 1.0, f"shrink must lie in (0, 1], got {settings.shrink}"),
+        (0.0 <= settings.spread <= 1.0, f"spread must lie in [0, 1], got {settings.spread}"),
+        (settings.judge_s > 0.0, f"judge_s must be above 0 s, got {settings.judge_s}"),
+      )
+      for ok, message in checks:
+        if not ok:
+          raise configs.ConfigError(f"push_config.curriculum.{message}")
+    return settings
 
 
 MAX_DELAY_STEPS = 3
@@ -193,6 +270,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       raise configs.ConfigError(f"gait_frequency_spread must be a fraction in [0, 1), got {spread!r}")
     if not isinstance(config.get("critic_dynamics", False), bool):
       raise configs.ConfigError(f"critic_dynamics must be true or false, got {config.critic_dynamics!r}")
+    self._kicks = KickSettings.of_config(config.push_config)
     super().__init__(config)
     self._task = task
     self._mj_model = load_model(task, servo_profile=servos.name_of(self._config))
@@ -319,9 +397,16 @@ class OpenDuckMiniV2Env(MjxEnv):
     if spread:
       # This episode's clock rate, a factor of `gait_frequency` (`advance`).
       info["gait_rate"] = jax.random.uniform(jax.random.fold_in(rng, 1), (), minval=1.0 - spread, maxval=1.0 + spread)
-    if self._recovery_steps:
+    if self._tracks_kicks:
       # Steps since the last kick; an episode starts long after one.
       info["since_push"] = jp.asarray(_NO_KICK_YET, dtype=jp.int32)
+    if cfg.push_config.enable and self._kicks.kicked_start_share:
+      # A perturbed start: kicked at the first control step.
+      kicked = jax.random.uniform(jax.random.fold_in(rng, 2), ()) < self._kicks.kicked_start_share
+      info["push_timer"] = jp.where(kicked, 1, info["push_timer"])
+    if self._curriculum:
+      # This env's kick strength (m/s); it outlives the episode (`persistent_info_keys`).
+      info["push_level"] = jp.asarray(self._kicks.start, dtype=jp.float32)
     if self.observation_history:
       # Only with a history: a checkpoint holds no empty arrays (Orbax refuses
       # them) and keeps the same tree as before the option.
@@ -428,6 +513,8 @@ class OpenDuckMiniV2Env(MjxEnv):
     info = self.initial_info(k_info, readings)
     obs, info = self.observe(readings, info, k_obs)
     metrics = {f"reward/{name}": jp.zeros(()) for name in self.active_reward_terms}
+    if self._curriculum:
+      metrics.update({"kick/count": jp.zeros(()), "kick/strength": jp.zeros(())})
     return State(data, obs, jp.zeros(()), jp.zeros(()), metrics, info)
 
   def reward_scales(self) -> dict[str, float]:
@@ -451,14 +538,20 @@ class OpenDuckMiniV2Env(MjxEnv):
       info["push_timer"] = info["push_timer"] - 1
       push = info["push_timer"] <= 0
       k_angle, k_mag = jax.random.split(k_push)
-      angle = jax.random.uniform(k_angle, (), maxval=2 * jp.pi)
-      magnitude = jax.random.uniform(
-        k_mag, (), minval=cfg.push_config.magnitude_range[0], maxval=cfg.push_config.magnitude_range[1]
-      )
-      kick = magnitude * jp.array([jp.cos(angle), jp.sin(angle)]) * push
+      if self._kicks.weights is None:
+        angle = jax.random.uniform(k_angle, (), maxval=2 * jp.pi)
+      else:
+        angle = kicks.direction(k_angle, kicks.heading(data.qpos[3:7]), self._kicks.weights)
+      if self._curriculum:
+        magnitude = kicks.magnitude_below(k_mag, info["push_level"], self._kicks.spread)
+      else:
+        magnitude = jax.random.uniform(
+          k_mag, (), minval=cfg.push_config.magnitude_range[0], maxval=cfg.push_config.magnitude_range[1]
+        )
+      kick = kicks.velocity_change(angle, magnitude) * push
       data = data.replace(qvel=data.qvel.at[0:2].add(kick))
       info["push_timer"] = jp.where(push, self._push_interval(k_push_timer), info["push_timer"])
-      if self._recovery_steps:
+      if self._tracks_kicks:
         info["since_push"] = jp.where(push, 0, jp.minimum(info["since_push"] + 1, _NO_KICK_YET))
 
     info = self.apply_action(info, action, k_delay)
@@ -471,6 +564,18 @@ class OpenDuckMiniV2Env(MjxEnv):
     nan = jp.isnan(data.qpos).any() | jp.isnan(data.qvel).any()
     fell = (up_z < cfg.termination.min_up_z) | (readings.base_height[0] < cfg.termination.min_base_height)
     terminated = fell | nan
+    if self._curriculum:
+      # The kick's verdict: up at the end of the judging window, or down within it.
+      judge = self._judge_steps
+      since = info["since_push"]
+      info["push_level"] = kicks.next_level(
+        info["push_level"],
+        (since == judge) & ~terminated,
+        terminated & (since <= judge),
+        grow=self._kicks.grow,
+        shrink=self._kicks.shrink,
+        bounds=self._kicks.bounds,
+      )
 
     step = observations.StepContext(
       command=previous["command"],
@@ -498,6 +603,10 @@ class OpenDuckMiniV2Env(MjxEnv):
     # Keep keys that wrappers (e.g. Brax's EpisodeWrapper) added to the metrics.
     metrics = dict(state.metrics)
     metrics.update({f"reward/{name}": jp.where(jp.isfinite(v), v, 0.0) for name, v in weighted.items()})
+    if self._curriculum:
+      # Summed per episode: kicks, and their strengths (mean kick = strength / count).
+      metrics["kick/count"] = push.astype(jp.float32)
+      metrics["kick/strength"] = magnitude * push
     return state.replace(
       data=data,
       obs=obs,
@@ -539,6 +648,26 @@ class OpenDuckMiniV2Env(MjxEnv):
     if not pushes.enable:
       return 0
     return int(round(float(pushes.get("recovery_s", 0.0)) / self._config.ctrl_dt))
+
+  @property
+  def _curriculum(self) -> bool:
+    """Whether each env adapts its own kick strength (`push_config.curriculum`)."""
+    return bool(self._config.push_config.enable and self._kicks.curriculum)
+
+  @property
+  def _judge_steps(self) -> int:
+    """Control steps after a kick at which the curriculum judges it."""
+    return max(1, int(round(self._kicks.judge_s / self._config.ctrl_dt)))
+
+  @property
+  def _tracks_kicks(self) -> bool:
+    """Whether the episode state counts the steps since the last kick."""
+    return bool(self._recovery_steps or self._curriculum)
+
+  @property
+  def persistent_info_keys(self) -> tuple[str, ...]:
+    """Episode-state keys that carry over into the next episode at an auto-reset (`VecEnv`)."""
+    return ("push_level",) if self._curriculum else ()
 
   def _push_interval(self, rng: jax.Array) -> jax.Array:
     lo, hi = self._config.push_config.interval_range
