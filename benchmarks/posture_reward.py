@@ -32,13 +32,17 @@ from benchmarks.common import emit
 from benchmarks.common import hold_command
 from benchmarks.common import machine
 
-#: The file's output is the action: the env must not add a feed-forward of its own.
-PLAY_FILE_OVERRIDES = (
-  "reference.feedforward_stand_pose=false",
-  "reference.feedforward=false",
-  "reference.residual_gain=1.0",
-  "push_config.enable=false",
-)
+
+def posture_env(overrides: list[str]):
+  """The `cpu` preset's joystick env with `overrides` and no kicks, playing a policy file's output as its action.
+
+  Returns (env, resolved config). The env adds no feed-forward of its own:
+  the file adds the reference gait itself (`policy_io.file_output_is_the_action`).
+  """
+  from playground.open_duck_mini_v2.evaluation import policy_io
+
+  runner, _, _, cfg = build_env("joystick", "flat_terrain", [*overrides, "push_config.enable=false"], preset="cpu")
+  return runner.make_env("joystick", "flat_terrain", policy_io.file_output_is_the_action(cfg.env_config)), cfg
 
 
 def posture_terms(env, policies: dict[str, object], envs: int, settle_steps: int, steps: int, seed: int = 0) -> dict:
@@ -82,8 +86,7 @@ def main() -> None:
   missing = [str(p) for p in args.policies if not p.is_file()]
   if missing:
     raise SystemExit(f"error: no such policy file: {', '.join(missing)}")
-  overrides = list(KICK_ONLY_OVERRIDES) + args.overrides + list(PLAY_FILE_OVERRIDES)
-  _, env, _, _ = build_env("joystick", "flat_terrain", overrides, preset="cpu")
+  env, _ = posture_env([*KICK_ONLY_OVERRIDES, *args.overrides])
   dt = float(env.dt)
   policies = {str(p): policy_io.onnx_policy(p, batched=True) for p in args.policies}
   result = posture_terms(env, policies, args.envs, int(round(args.settle / dt)), int(round(args.seconds / dt)))

@@ -298,7 +298,6 @@ def test_posture_reward_shows_the_limit_cost_charging_the_stance(tmp_path):
   from benchmarks import posture_reward
   from benchmarks import statue
   from benchmarks.common import KICK_ONLY_OVERRIDES
-  from benchmarks.common import build_env
   from playground.open_duck_mini_v2.evaluation import policy_io
   from playground.open_duck_mini_v2.model import constants
 
@@ -307,7 +306,7 @@ def test_posture_reward_shows_the_limit_cost_charging_the_stance(tmp_path):
   stance = {f"left_{j}": v for j, v in left.items()}
   stance |= {f"right_{j}": -v if j in mirrored else v for j, v in left.items()}
   overrides = [*KICK_ONLY_OVERRIDES, *(f"reward_config.stand_pose.{k}={v}" for k, v in stance.items())]
-  _, env, _, cfg = build_env("joystick", "flat_terrain", overrides + list(posture_reward.PLAY_FILE_OVERRIDES), "cpu")
+  env, cfg = posture_reward.posture_env(overrides)
   pre_tanh = np.zeros(len(constants.ACTUATOR_NAMES))
   for name, rad in stance.items():
     pre_tanh[constants.ACTUATOR_NAMES.index(name)] = np.arctanh(rad / cfg.env_config.action_scale)

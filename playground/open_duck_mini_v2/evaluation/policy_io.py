@@ -165,21 +165,32 @@ def play_config(
     config.gait_frequency_spread = 0.0  # the runtime's clock does not vary
   if "imitation" in config.reward_config.scales:
     config.reward_config.scales.imitation = 0.0
+  # The player feeds the file's output to `apply_action` as the runtime does (never `step`).
+  file_output_is_the_action(config)
+  if "reference" in config and "residual_gain" in config.reference and "stand_pose" in config.reward_config:
+    # A stance beyond the unit gain's reach would now be refused; players
+    # read no reward, so the stance stand_still pulls to is dropped.
+    for name in list(config.reward_config.stand_pose):
+      config.reward_config.stand_pose[name] = 0.0
+  return base.keeping_disturbances(config, noise=noise, delays=delays, randomization=randomization)
+
+
+def file_output_is_the_action(config: config_dict.ConfigDict) -> config_dict.ConfigDict:
+  """Turns off, in place, what the env would add to a policy file's output; returns `config`.
+
+  A residual policy's ONNX adds the reference gait (and, with
+  `reference.feedforward_stand_pose`, the stance) itself, and scales its
+  residual (`reference.residual_gain`) inside: an env that plays the file's
+  output as its action must add nothing and scale by 1. Configs of runs from
+  before an option lack its key and are left as they are.
+  """
   if "reference" in config:
-    # A residual policy's ONNX adds the reference gait itself, and scales its
-    # residual (`reference.residual_gain`) inside; the player feeds its output
-    # to `apply_action` as the runtime does (never `step`).
     config.reference.feedforward = False
     if "feedforward_stand_pose" in config.reference:
       config.reference.feedforward_stand_pose = False
     if "residual_gain" in config.reference:
       config.reference.residual_gain = 1.0
-      # A stance beyond the unit gain's reach would now be refused; players
-      # read no reward, so the stance stand_still pulls to is dropped.
-      if "stand_pose" in config.reward_config:
-        for name in list(config.reward_config.stand_pose):
-          config.reward_config.stand_pose[name] = 0.0
-  return base.keeping_disturbances(config, noise=noise, delays=delays, randomization=randomization)
+  return config
 
 
 def _file_trained_with(

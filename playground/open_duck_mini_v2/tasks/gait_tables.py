@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from playground.common import configs
 from playground.common.tasks.reference_motion import ReferenceError
 from playground.common.tasks.reference_motion import ReferenceTable
 from playground.common.tasks.reference_motion import frame_layout
@@ -74,8 +75,12 @@ def stand_pose_in_feedforward(config: Any) -> bool:
 
 def residual_gain(config: Any) -> float:
   """What a joystick env built from `config` multiplies the policy's residual by before adding
-  the gait (`reference.residual_gain`; older configs have no such key: 1)."""
-  return float(config.reference.get("residual_gain", 1.0))
+  the gait (`reference.residual_gain`; older configs have no such key: 1). A gain that is not
+  positive is a `ConfigError`."""
+  gain = float(config.reference.get("residual_gain", 1.0))
+  if not gain > 0.0:
+    raise configs.ConfigError(f"reference.residual_gain must be positive, got {gain}")
+  return gain
 
 
 def uses_reference(config: Any) -> bool:

@@ -157,12 +157,11 @@ class Joystick(base.OpenDuckMiniV2Env):
     super().__init__(task, config)
     self._reference = None
     self._feedforward = None
+    # First: residual_gain refuses a gain that is not positive, before stand_pose reads it.
     if residual_gain(self._config) != 1.0 and not feedforward_on(self._config):
       raise configs.ConfigError(
         "reference.residual_gain scales the residual around the feed-forward: set reference.feedforward=true"
       )
-    if not residual_gain(self._config) > 0.0:  # before stand_pose, whose reach it sets
-      raise configs.ConfigError(f"reference.residual_gain must be positive, got {residual_gain(self._config)}")
     if stand_pose_in_feedforward(self._config) and (not feedforward_on(self._config) or step_in_place(self._config)):
       raise configs.ConfigError(
         "reference.feedforward_stand_pose adds the stance where the feed-forward stands:"
