@@ -143,6 +143,19 @@ def test_a_step_returns_the_state_types_reset_returns(env_name):
   of the physics (about 25 s on 2 cores).
   """
   env, _ = _venv(env_name, "flat_terrain")
+  _assert_step_keeps_the_avals_of_reset(env)
+
+
+def test_with_every_kick_option_a_step_returns_the_state_types_reset_returns():
+  """The same with the kick options on: their episode state and metrics (`push_level`, `kick/*`) too."""
+  runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain"))
+  config = runner.default_env_config("joystick")
+  config.push_config.update(kicked_start_share=0.5, direction_weights=(1.0, 0.0, 2.0, 1.0), recovery_s=0.5)
+  config.push_config.curriculum.enable = True
+  _assert_step_keeps_the_avals_of_reset(runner.make_env("joystick", "flat_terrain", config))
+
+
+def _assert_step_keeps_the_avals_of_reset(env):
   reset = jax.eval_shape(env.reset, jax.random.PRNGKey(0))
   stepped = jax.eval_shape(env.step, reset, jp.zeros(env.action_size))
   assert jax.tree_util.tree_structure(reset) == jax.tree_util.tree_structure(stepped)
