@@ -64,9 +64,10 @@ def posture_terms(env, policies: dict[str, object], envs: int, settle_steps: int
       state = step(state, jp.asarray(policy(np.asarray(state.obs["state"]))))
       fell |= np.asarray(state.done) > 0.5
       if i >= settle_steps:
-        for key, value in state.metrics.items():
-          if key.startswith("reward/"):
-            sums[key[len("reward/") :]] = sums.get(key[len("reward/") :], 0.0) + float(np.mean(value))
+        for key, value in jax.device_get(state.metrics).items():
+          term = key.removeprefix("reward/")
+          if term != key:
+            sums[term] = sums.get(term, 0.0) + float(np.mean(value))
     terms = {k: round(v / steps, 5) for k, v in sorted(sums.items())}
     out[name] = {"terms": terms, "sum": round(sum(terms.values()), 5), "fell": bool(fell.any())}
   return out
