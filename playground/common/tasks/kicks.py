@@ -22,11 +22,13 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jp
+import numpy as np
 
 #: The heading sectors of `direction_weights`, in order; each spans 90 degrees around its centre.
 SECTORS = ("forward", "left", "backward", "right")
-#: Sector centres in the trunk's heading frame, radians (counter-clockwise from the front).
-_CENTRES = jp.array([0.0, 0.5 * jp.pi, jp.pi, 1.5 * jp.pi])
+#: Sector centres in the trunk's heading frame, radians (counter-clockwise from the front). NumPy, not
+#: JAX: a JAX array made at import would start JAX before a runner chooses its CPU device count.
+_CENTRES = np.array([0.0, 0.5 * np.pi, np.pi, 1.5 * np.pi], np.float32)
 
 
 def check_direction_weights(weights: Sequence[float]) -> tuple[float, ...]:
@@ -50,7 +52,7 @@ def direction(key: jax.Array, trunk_yaw: jax.Array, weights: Sequence[float]) ->
   k_sector, k_angle = jax.random.split(key)
   sector = jax.random.categorical(k_sector, jp.log(jp.asarray(weights, dtype=jp.float32)))
   offset = jax.random.uniform(k_angle, (), minval=-0.25 * jp.pi, maxval=0.25 * jp.pi)
-  return trunk_yaw + _CENTRES[sector] + offset
+  return trunk_yaw + jp.asarray(_CENTRES)[sector] + offset
 
 
 def velocity_change(angle: jax.Array, magnitude: jax.Array) -> jax.Array:
