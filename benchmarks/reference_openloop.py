@@ -36,13 +36,6 @@ from benchmarks.common import machine  # noqa: E402
 COMMANDS = ((0.1, 0.0, 0.0), (0.15, 0.0, 0.0), (-0.1, 0.0, 0.0), (0.0, 0.1, 0.0), (0.0, 0.0, 0.5))
 
 
-def _yaw(quat):
-  import jax.numpy as jp
-
-  w, x, y, z = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
-  return jp.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-
-
 def playback_config(table, robust: bool, servo: str | None = None):
   """The joystick env config that plays `table` open loop: no imitation, one command per episode.
 
@@ -68,6 +61,7 @@ def play(table, robust: bool, envs: int, seconds: float, seed: int = 0, servo: s
   import jax.numpy as jp
   import numpy as np
 
+  from playground.common.tasks import kicks
   from playground.open_duck_mini_v2.tasks import joystick
   from playground.open_duck_mini_v2.tasks.gait_tables import FRAME_LAYOUT
 
@@ -88,7 +82,7 @@ def play(table, robust: bool, envs: int, seconds: float, seed: int = 0, servo: s
       action = action.at[:, head].set(0.0)  # the head holds its home pose
       s = jax.vmap(env.step)(s, action)
       airborne = (s.info["feet_air_time"] > 0).astype(jp.float32)
-      return (s, up & (s.done == 0)), (s.data.qpos[:, :2], _yaw(s.data.qpos[:, 3:7]), airborne)
+      return (s, up & (s.done == 0)), (s.data.qpos[:, :2], kicks.heading(s.data.qpos[:, 3:7]), airborne)
 
     (s, up), (xy, yaw, airborne) = jax.lax.scan(body, (state, jp.ones(envs, bool)), None, length=steps)
     return up, xy, yaw, airborne

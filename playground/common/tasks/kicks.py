@@ -42,8 +42,8 @@ def check_direction_weights(weights: Sequence[float]) -> tuple[float, ...]:
 
 
 def heading(quat: jax.Array) -> jax.Array:
-  """Yaw of a (w, x, y, z) orientation about the world's z axis, radians."""
-  w, x, y, z = quat[0], quat[1], quat[2], quat[3]
+  """Yaw of (w, x, y, z) orientations (last axis) about the world's z axis, radians."""
+  w, x, y, z = quat[..., 0], quat[..., 1], quat[..., 2], quat[..., 3]
   return jp.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 

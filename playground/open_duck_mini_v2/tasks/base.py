@@ -172,8 +172,10 @@ class KickSettings:
   Attributes:
     weights: relative share of kicks per heading sector (`kicks.SECTORS`),
       or None for a direction uniform over the circle.
-    kicked_start_share: share of episodes kicked at their first control step.
-    curriculum: whether each env adapts its own kick strength (`kicks.next_level`).
+    kicked_start_share: share of episodes kicked at their first control step
+      (0 with pushes off).
+    curriculum: whether each env adapts its own kick strength
+      (`kicks.next_level`; False with pushes off).
     start, grow, shrink, spread, judge_s: the curriculum's settings.
     bounds: (low, high) m/s, `magnitude_range`.
   """
@@ -204,10 +206,11 @@ class KickSettings:
     enabled = cur.get("enable", False)
     if not isinstance(enabled, bool):
       raise configs.ConfigError(f"push_config.curriculum.enable must be true or false, got {enabled!r}")
+    kicking = bool(push_config.enable)
     settings = cls(
       weights=None if len(set(weights)) == 1 else weights,
-      kicked_start_share=float(share),
-      curriculum=enabled,
+      kicked_start_share=float(share) if kicking else 0.0,
+      curriculum=enabled and kicking,
       start=float(cur.get("start", 0.5)),
       grow=float(cur.get("grow", 1.05)),
       shrink=float(cur.get("shrink", 0.8)),
@@ -400,7 +403,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     if self._tracks_kicks:
       # Steps since the last kick; an episode starts long after one.
       info["since_push"] = jp.asarray(_NO_KICK_YET, dtype=jp.int32)
-    if cfg.push_config.enable and self._kicks.kicked_start_share:
+    if self._kicks.kicked_start_share:
       # A perturbed start: kicked at the first control step.
       kicked = jax.random.uniform(jax.random.fold_in(rng, 2), ()) < self._kicks.kicked_start_share
       info["push_timer"] = jp.where(kicked, 1, info["push_timer"])
@@ -545,9 +548,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       if self._curriculum:
         magnitude = kicks.magnitude_below(k_mag, info["push_level"], self._kicks.spread)
       else:
-        magnitude = jax.random.uniform(
-          k_mag, (), minval=cfg.push_config.magnitude_range[0], maxval=cfg.push_config.magnitude_range[1]
-        )
+        magnitude = jax.random.uniform(k_mag, (), minval=self._kicks.bounds[0], maxval=self._kicks.bounds[1])
       kick = kicks.velocity_change(angle, magnitude) * push
       data = data.replace(qvel=data.qvel.at[0:2].add(kick))
       info["push_timer"] = jp.where(push, self._push_interval(k_push_timer), info["push_timer"])
@@ -652,7 +653,7 @@ class OpenDuckMiniV2Env(MjxEnv):
   @property
   def _curriculum(self) -> bool:
     """Whether each env adapts its own kick strength (`push_config.curriculum`)."""
-    return bool(self._config.push_config.enable and self._kicks.curriculum)
+    return self._kicks.curriculum
 
   @property
   def _judge_steps(self) -> int:
