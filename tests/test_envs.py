@@ -147,9 +147,11 @@ def test_a_step_returns_the_state_types_reset_returns(env_name):
 
 
 def test_with_every_kick_option_a_step_returns_the_state_types_reset_returns():
-  """The same with the kick options on: their episode state and metrics (`push_level`, `kick/*`) too."""
+  """The same with the kick options on: their episode state and metrics (`push_level`, `kick/*`,
+  the critic's kick block) too."""
   runner = OpenDuckMiniV2Runner(RunArgs(env="joystick", task="flat_terrain"))
   config = runner.default_env_config("joystick")
+  config.critic_kick = True
   config.push_config.update(kicked_start_share=0.5, direction_weights=(1.0, 0.0, 2.0, 1.0), recovery_s=0.5)
   config.push_config.curriculum.enable = True
   _assert_step_keeps_the_avals_of_reset(runner.make_env("joystick", "flat_terrain", config))

@@ -116,3 +116,66 @@ def test_the_curriculum_judges_each_kick_and_its_level_outlives_the_episode():
   assert levels[17, 1] == pytest.approx(0.3375)  # and judged 2 steps later
   # Env 0's second episode starts from the reset state, upright: its kick is survived.
   assert done[1:15, 0].sum() == 0 and levels[3, 0] == pytest.approx(0.075)
+
+
+def test_the_critic_observes_the_kick_the_time_since_it_and_the_capture_point():
+  """`critic_kick`: after a perturbed start the critic's kick block holds the kick in the trunk's
+  heading frame, then forgets it after `KICK_MEMORY_S`; the capture point is checked against the
+  pendulum computed here from MuJoCo's own fields. The actor's observation does not change."""
+  from playground.open_duck_mini_v2.model import observations
+
+  config = joystick.default_config()
+  config.noise_config.level = 0.0
+  config.critic_kick = True
+  config.push_config.kicked_start_share = 1.0
+  config.push_config.magnitude_range = (0.2, 0.2)  # one the rigid home pose stands through
+  config.push_config.interval_range = (5.0, 5.0)
+  config.push_config.direction_weights = (0.0, 0.0, 1.0, 0.0)  # straight back, within 45 degrees
+  env = joystick.Joystick(config=config)
+  layout = observations.privileged_layout(0, kick=True)
+  state = jax.jit(env.reset)(jax.random.PRNGKey(3))
+  assert state.obs["state"].shape == (101,)
+  assert state.obs["privileged_state"].shape == (observations.privileged_layout(0).size + observations.KICK_SIZE,)
+  step = jax.jit(env.step)
+  zero = jp.zeros(env.action_size)
+
+  def block(state):
+    return observations.ObservationLayout(observations.KICK_FIELDS).split(
+      np.asarray(state.obs["privileged_state"])[layout.slices["kick_velocity"].start :]
+    )
+
+  first = block(state)
+  np.testing.assert_array_equal(first["kick_velocity"], 0.0)
+  assert first["since_kick"][0] == 1.0
+  steps_per_memory = round(observations.KICK_MEMORY_S / env.dt)
+  seen = []
+  for i in range(steps_per_memory + 2):
+    state = step(state, zero)
+    seen.append(block(state))
+    if i in (0, 10):
+      # The capture point by hand: the whole duck's centre of mass plus its velocity over the
+      # pendulum's frequency, minus the feet's midpoint, turned into the trunk's heading frame.
+      d = state.data
+      root = env.ids.root_body
+      rot = np.asarray(d.xmat[root]).reshape(3, 3)
+      yaw = math.atan2(rot[1, 0], rot[0, 0])
+      com = np.asarray(d.subtree_com[root])
+      feet = np.stack([np.asarray(env.ids.sensor(d, n)) for n in ("left_foot_pos", "right_foot_pos")])
+      vel = np.asarray(env.ids.sensor(d, "global_linvel"))
+      point = com[:2] + vel[:2] / math.sqrt(9.81 / (com[2] - feet[:, 2].min())) - feet[:, :2].mean(axis=0)
+      heading = np.array([[math.cos(yaw), math.sin(yaw)], [-math.sin(yaw), math.cos(yaw)]])
+      np.testing.assert_allclose(seen[-1]["capture_point"], heading @ point, atol=2e-4)
+  kicked = seen[0]
+  # Kicked at the first step, 0.2 m/s toward the trunk's back within 45 degrees.
+  assert np.linalg.norm(kicked["kick_velocity"]) == pytest.approx(0.2, abs=1e-5)
+  assert kicked["kick_velocity"][0] <= -0.2 * math.cos(math.pi / 4) + 1e-5
+  assert kicked["since_kick"][0] == 0.0
+  # A backward kick throws the capture point back by about v / omega (0.2 / 6.8 = 3 cm).
+  assert kicked["capture_point"][0] < first["capture_point"][0] - 0.015
+  assert not np.asarray(state.done)  # still up: the last block is this episode's
+  # Time since the kick grows by one control step a step, and the kick is forgotten after the memory.
+  assert seen[10]["since_kick"][0] == pytest.approx(10 * env.dt / observations.KICK_MEMORY_S, abs=1e-5)
+  # The same kick, seen from the trunk's present heading (world frame kept, the trunk may have turned).
+  assert np.linalg.norm(seen[10]["kick_velocity"]) == pytest.approx(0.2, abs=1e-5)
+  assert seen[-1]["since_kick"][0] == 1.0
+  np.testing.assert_array_equal(seen[-1]["kick_velocity"], 0.0)

@@ -31,6 +31,7 @@ from helpers import subprocess_env
 from playground.common import hyperparameters
 from playground.common.runner import RunArgs
 from playground.common.runs import checkpoints
+from playground.common.runs import compatibility
 from playground.common.runs import directories
 from playground.common.runs.tensorboard import read_scalars
 from playground.common.train import ppo
@@ -220,6 +221,58 @@ def test_fine_tuning_under_another_reward_set_takes_the_weights(smoke_run, tmp_p
     checkpoints.restore_parts(step_dir, {"training_state/params": wider})
   with pytest.raises(checkpoints.CheckpointError, match="it has no 'training_state/params/critic'"):
     checkpoints.restore_parts(step_dir, {"training_state/params/critic": wider})
+
+
+@pytest.mark.slow
+def test_a_fine_tune_whose_critic_observes_more_keeps_what_the_saved_critic_computed(smoke_run):
+  # `critic_kick` appends 5 floats to the critic's observation: the saved value network and
+  # statistics are widened (zero weights, neutral statistics for the new entries), not refused.
+  smoke_dir, _ = smoke_run
+  step_dir = smoke_dir / "000000002560"
+  source = load_tree(step_dir)["training_state"]
+  runner = OpenDuckMiniV2Runner(
+    RunArgs(env="joystick", task="flat_terrain", preset="smoke", overrides=("critic_kick=true",))
+  )
+  session = trainer.build(runner, runner.resolve_config())
+  saved_value = source["params"]["value"]["params"]
+  old = saved_value["hidden_0"]["kernel"].shape[0]
+  for mode in ("model", "except-critic"):
+    ts, _, step = trainer.initial_state(runner, session, step_dir, mode)
+    assert step == 0
+    norm = jax.tree_util.tree_map(np.asarray, jax.device_get(ts.normalizer_params))
+    assert_trees_equal(jax.tree_util.tree_map(np.asarray, jax.device_get(ts.params.policy)), source["params"]["policy"])
+    np.testing.assert_array_equal(norm.mean["state"], source["normalizer_params"]["mean"]["state"])
+    privileged = source["normalizer_params"]["mean"]["privileged_state"]
+    assert norm.mean["privileged_state"].shape == (old + 5,)
+    np.testing.assert_array_equal(norm.mean["privileged_state"][:old], privileged)
+    np.testing.assert_array_equal(
+      norm.std["privileged_state"][:old], source["normalizer_params"]["std"]["privileged_state"]
+    )
+    np.testing.assert_array_equal(norm.mean["privileged_state"][old:], 0.0)
+    np.testing.assert_array_equal(norm.std["privileged_state"][old:], 1.0)
+    value = jax.tree_util.tree_map(np.asarray, jax.device_get(ts.params.value))["params"]
+    if mode == "model":
+      kernel = value["hidden_0"]["kernel"]
+      np.testing.assert_array_equal(kernel[:old], saved_value["hidden_0"]["kernel"])
+      np.testing.assert_array_equal(kernel[old:], 0.0)
+      np.testing.assert_array_equal(value["hidden_1"]["kernel"], saved_value["hidden_1"]["kernel"])
+      # The widened critic computes what the saved one did, whatever the new inputs hold.
+      obs = np.random.default_rng(0).normal(size=(4, old))
+      wide = np.concatenate([obs, np.random.default_rng(1).normal(size=(4, 5))], axis=1)
+      np.testing.assert_allclose(wide @ kernel, obs @ saved_value["hidden_0"]["kernel"], rtol=1e-5, atol=1e-5)
+    else:
+      assert value["hidden_0"]["kernel"].shape[0] == old + 5 and np.abs(value["hidden_0"]["kernel"][old:]).max() > 0
+  # The fingerprint lets the grown critic through for `model` / `except-critic`, never for a full restore.
+  saved = {"observation_shapes": {"state": [101], "privileged_state": [old]}}
+  grown = {"observation_shapes": {"state": [101], "privileged_state": [old + 5]}}
+  for mode in ("model", "except-critic"):
+    compatibility.check_compat(saved, grown, RunArgs(env="joystick", task="flat_terrain", restore_mode=mode))
+  with pytest.raises(trainer.RunError, match="observation_shapes"):
+    compatibility.check_compat(saved, grown, RunArgs(env="joystick", task="flat_terrain", restore_mode="all"))
+  with pytest.raises(trainer.RunError, match="observation_shapes"):
+    compatibility.check_compat(
+      grown, saved, RunArgs(env="joystick", task="flat_terrain", restore_mode="model")
+    )  # a narrower one
 
 
 def _start(tmp_path, name, *args, script=CARTPOLE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **env_vars):

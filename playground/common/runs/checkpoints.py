@@ -141,18 +141,10 @@ def restore_parts(step_dir: Path, parts: dict[str, Any]) -> dict[str, Any]:
     CheckpointError: unreadable files, a missing part, or a part whose
       structure or array shapes differ from the template's (named).
   """
-  try:
-    with _checkpointer() as checkpointer:
-      saved = checkpointer.restore(Path(step_dir).absolute() / STATE_DIR)
-  except Exception as e:  # noqa: BLE001 - Orbax raises many types; all mean unloadable
-    raise CheckpointError(f"cannot load checkpoint {step_dir}: {_reason(e)}") from e
+  saved = read_parts(step_dir, list(parts))
   out = {}
   for path, template in parts.items():
-    node = saved
-    for key in path.split("/"):
-      if not isinstance(node, dict) or key not in node:
-        raise CheckpointError(f"cannot load checkpoint {step_dir}: it has no '{path}'")
-      node = node[key]
+    node = saved[path]
     expected = serialization.to_state_dict(template)
     want = jax.tree_util.tree_flatten_with_path(expected)[0]
     got = dict(jax.tree_util.tree_flatten_with_path(node)[0])
@@ -168,6 +160,28 @@ def restore_parts(step_dir: Path, parts: dict[str, Any]) -> dict[str, Any]:
     if len(got) != len(want):
       raise CheckpointError(f"cannot load checkpoint {step_dir}: {path} holds other arrays than this run's")
     out[path] = serialization.from_state_dict(template, node)
+  return out
+
+
+def read_parts(step_dir: Path, paths: list[str]) -> dict[str, Any]:
+  """Subtrees of `step_dir`'s state as saved (nested dicts of numpy arrays), with no template.
+
+  Raises:
+    CheckpointError: unreadable files or a missing part (named).
+  """
+  try:
+    with _checkpointer() as checkpointer:
+      saved = checkpointer.restore(Path(step_dir).absolute() / STATE_DIR)
+  except Exception as e:  # noqa: BLE001 - Orbax raises many types; all mean unloadable
+    raise CheckpointError(f"cannot load checkpoint {step_dir}: {_reason(e)}") from e
+  out = {}
+  for path in paths:
+    node = saved
+    for key in path.split("/"):
+      if not isinstance(node, dict) or key not in node:
+        raise CheckpointError(f"cannot load checkpoint {step_dir}: it has no '{path}'")
+      node = node[key]
+    out[path] = node
   return out
 
 

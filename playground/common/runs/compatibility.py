@@ -68,6 +68,8 @@ def check_compat(saved: dict[str, Any], current: dict[str, Any], args: RunArgs) 
       continue
     if key == "seed" and args.allow_seed_change:
       continue
+    if mode != "all" and key == "observation_shapes" and key in saved and _only_grew(saved[key], value):
+      continue  # a critic that observes more: the trainer widens what it restores (`critic_growth`)
     if key in saved and saved[key] != value:
       hint = (
         "; or use --restore_mode model to take only the weights"
@@ -80,3 +82,16 @@ def check_compat(saved: dict[str, Any], current: dict[str, Any], args: RunArgs) 
         f"incompatible checkpoint: {key} is {saved[key]} in the checkpoint but {value} "
         f"in this run; use the checkpoint's value{hint}"
       )
+
+
+def _only_grew(saved: Any, current: Any) -> bool:
+  """Whether observation shapes are the saved ones, some grown along their last axis."""
+  if not isinstance(saved, dict) or not isinstance(current, dict) or saved.keys() != current.keys():
+    return False
+  for key, shape in current.items():
+    old = saved[key]
+    if not isinstance(old, list) or not isinstance(shape, list) or len(old) != len(shape) or not shape:
+      return False
+    if old[:-1] != shape[:-1] or old[-1] > shape[-1]:
+      return False
+  return True

@@ -98,6 +98,16 @@ def feet_air_time(air_time: jp.ndarray, first_contact: jp.ndarray, command: jp.n
   return jp.sum((air_time - threshold) * first_contact) * moving
 
 
+def capture_point(com_xy: jp.ndarray, com_vel_xy: jp.ndarray, height: jp.ndarray, gravity: float = 9.81) -> jp.ndarray:
+  """The linear inverted pendulum's capture point, com + v / omega with omega = sqrt(g / height).
+
+  It is where a foot must land to stop a walker whose centre of mass moves at
+  v. `height` is the centre of mass above the feet (floored at 5 cm).
+  """
+  omega = jp.sqrt(gravity / jp.maximum(jp.reshape(height, ()), 0.05))
+  return com_xy + com_vel_xy / omega
+
+
 def capture_point_excess(
   com_xy: jp.ndarray,
   com_vel_xy: jp.ndarray,
@@ -116,8 +126,7 @@ def capture_point_excess(
   the feet (a sideways kick within the stance, a walking gait's sway) costs
   nothing. `height` is the centre of mass above the feet (floored at 5 cm).
   """
-  omega = jp.sqrt(gravity / jp.maximum(jp.reshape(height, ()), 0.05))
-  point = com_xy + com_vel_xy / omega
+  point = capture_point(com_xy, com_vel_xy, height, gravity)
   a, b = feet_xy[0], feet_xy[1]
   along = jp.clip(jp.dot(point - a, b - a) / jp.maximum(jp.dot(b - a, b - a), 1e-9), 0.0, 1.0)
   return jp.maximum(jp.linalg.norm(point - (a + along * (b - a))) - margin, 0.0)

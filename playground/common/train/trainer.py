@@ -25,6 +25,7 @@ from typing import Any
 
 import jax
 import numpy as np
+from flax import serialization
 
 from playground.common import configs
 from playground.common.configs import ConfigError
@@ -37,6 +38,7 @@ from playground.common.runs import directories
 from playground.common.runs import record
 from playground.common.runs import resume
 from playground.common.train import backend
+from playground.common.train import critic_growth
 from playground.common.train import distributed
 from playground.common.train import progress
 from playground.common.train import vec_env
@@ -554,6 +556,31 @@ def _networks_load(restore_dir: Path, local_ts: TrainingState) -> bool:
   return True
 
 
+def _grown_critic(restore_dir: Path, wanted: dict[str, Any], value_key: str, mode: str) -> dict[str, Any] | None:
+  """`wanted` from a checkpoint whose critic observed fewer floats (`critic_growth.widen`), or None."""
+  normalizer, value = "training_state/normalizer_params", "training_state/params/value"
+  try:
+    raw = checkpoints.read_parts(restore_dir, list(wanted))
+  except checkpoints.CheckpointError:
+    return None
+  state_dicts = {path: serialization.to_state_dict(jax.device_get(part)) for path, part in wanted.items()}
+  grown = critic_growth.widen(
+    raw, state_dicts, value_key, normalizer_path=normalizer, value_path=value if mode == "model" else None
+  )
+  if grown is None:
+    return None
+  before = np.shape(raw[normalizer]["mean"][value_key])[0]
+  after = np.shape(state_dicts[normalizer]["mean"][value_key])[0]
+  logger.info(
+    "the critic observes %d floats, the checkpoint's %d: the new entries start neutral%s",
+    after,
+    before,
+    " and weigh nothing in the value network yet" if mode == "model" else "",
+  )
+  device = jax.local_devices()[0]
+  return {path: jax.device_put(serialization.from_state_dict(wanted[path], grown[path]), device) for path in wanted}
+
+
 def _restore_weights(
   session: Session, local_ts: TrainingState, restore_dir: Path, mode: str
 ) -> tuple[TrainingState, vec_env.EnvState, int]:
@@ -570,7 +597,9 @@ def _restore_weights(
   try:
     saved = checkpoints.restore_parts(restore_dir, checkpoints.abstract(wanted))
   except checkpoints.CheckpointError as e:
-    raise RunError(str(e)) from None
+    saved = _grown_critic(restore_dir, wanted, ppo.config.value_obs_key, mode)
+    if saved is None:
+      raise RunError(str(e)) from None
   params = local_ts.params.replace(policy=saved["training_state/params/policy"])
   if mode == "model":
     params = params.replace(value=saved["training_state/params/value"])

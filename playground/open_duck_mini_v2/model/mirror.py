@@ -90,6 +90,10 @@ def block_maps(joints: SignedPermutation) -> dict[str, SignedPermutation]:
     "feet_air_time": FEET,
     "base_height": same(1),
     "dynamics": SignedPermutation.concat([dynamics[n] for n, _ in observations.DYNAMICS_FIELDS]),
+    # Heading frame (x forward, y left): the mirror flips y.
+    "kick_velocity": SignedPermutation((0, 1), (1.0, -1.0)),
+    "since_kick": same(1),
+    "capture_point": SignedPermutation((0, 1), (1.0, -1.0)),
   }
 
 
@@ -113,6 +117,9 @@ def policy_mirror(model: mujoco.MjModel, env_config: config_dict.ConfigDict) -> 
   blocks = block_maps(joints)
   state = layout_map(observations.state_layout(history), blocks)
   privileged = layout_map(
-    observations.privileged_layout(history, bool(env_config.get("critic_dynamics", False))), blocks
+    observations.privileged_layout(
+      history, bool(env_config.get("critic_dynamics", False)), bool(env_config.get("critic_kick", False))
+    ),
+    blocks,
   )
   return symmetry.Mirror(observation={"state": state, "privileged_state": privileged}, action=joints)

@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 from flax import struct
 
+from playground.common.tasks import rewards
 from playground.common.tasks.observation_layout import ObservationLayout
 from playground.open_duck_mini_v2.model import commands
 from playground.open_duck_mini_v2.model import constants
@@ -65,6 +66,19 @@ DYNAMICS_FIELDS = (
 )
 DYNAMICS_SIZE = sum(size for _, size in DYNAMICS_FIELDS)
 
+#: Optional critic block (`critic_kick`): the balance state after a kick, in
+#: the trunk's heading frame (x forward, y left). The reward's recovery window
+#: and the kick curriculum depend on the time since a kick, which the rest of
+#: the critic's view does not show. The actor never sees it.
+KICK_FIELDS = (
+  ("kick_velocity", 2),  # m/s, the last kick's velocity change while recent (zero after `KICK_MEMORY_S`)
+  ("since_kick", 1),  # time since the last kick / `KICK_MEMORY_S`, saturating at 1 (1: none recent)
+  ("capture_point", 2),  # m, the capture point minus the midpoint between the feet
+)
+KICK_SIZE = sum(size for _, size in KICK_FIELDS)
+#: Seconds after a kick during which `kick_velocity` shows it.
+KICK_MEMORY_S = 1.0
+
 #: One frame of the optional observation history: the proprioceptive part of
 #: `state` (gyro and accelerometer as the actor received them, joint position
 #: and scaled velocity with their noise) of one earlier control step.
@@ -90,13 +104,14 @@ def state_layout(history: int = 0) -> ObservationLayout:
   return ObservationLayout(fields)
 
 
-def privileged_layout(history: int = 0, dynamics: bool = False) -> ObservationLayout:
+def privileged_layout(history: int = 0, dynamics: bool = False, kick: bool = False) -> ObservationLayout:
   """Critic observation `privileged_state`: the actor's view plus noiseless truth.
 
   With `dynamics` a block `dynamics` (`DYNAMICS_SIZE` floats, `DYNAMICS_FIELDS`)
-  follows: the env's randomized physical parameters.
+  follows: the env's randomized physical parameters. With `kick` the
+  `KICK_FIELDS` come last: the balance state after a kick.
   """
-  fields = _PRIVILEGED_FIELDS + ((("dynamics", DYNAMICS_SIZE),) if dynamics else ())
+  fields = _PRIVILEGED_FIELDS + ((("dynamics", DYNAMICS_SIZE),) if dynamics else ()) + (KICK_FIELDS if kick else ())
   return state_layout(history).extend(*fields)
 
 
@@ -245,6 +260,7 @@ def build(
   feet_air_time: jax.Array,
   history: jax.Array | None = None,
   dynamics: jax.Array | None = None,
+  kick: jax.Array | None = None,
 ) -> dict[str, jax.Array]:
   """Assembles `state` and `privileged_state` from readings and env state.
 
@@ -264,6 +280,8 @@ def build(
       0 frames for the runtime's 101-float layout.
     dynamics: (`DYNAMICS_SIZE`,) randomized physical parameters for the
       critic only (`critic_dynamics`); None leaves them out.
+    kick: (`KICK_SIZE`,) balance state after a kick (`kick_state`) for the
+      critic only (`critic_kick`); None leaves it out.
   """
   frames = 0 if history is None else history.shape[0]
   blocks = dict(
@@ -291,10 +309,37 @@ def build(
   )
   if dynamics is not None:
     privileged["dynamics"] = dynamics
+  if kick is not None:
+    privileged.update(dict(zip([n for n, _ in KICK_FIELDS], jp.split(kick, [2, 3]), strict=True)))
   return {
     "state": state_layout(frames).concat(blocks),
-    "privileged_state": privileged_layout(frames, dynamics is not None).concat({**blocks, **privileged}),
+    "privileged_state": privileged_layout(frames, dynamics is not None, kick is not None).concat(
+      {**blocks, **privileged}
+    ),
   }
+
+
+def kick_state(
+  kick: jax.Array, since_s: jax.Array, trunk_yaw: jax.Array, readings: Readings, gravity: float = 9.81
+) -> jax.Array:
+  """The critic's `KICK_FIELDS` (`KICK_SIZE` floats), in the trunk's heading frame.
+
+  Args:
+    kick: (2,) world-frame velocity change of the last kick (m/s).
+    since_s: seconds since that kick (large when there was none).
+    trunk_yaw: the trunk's heading about the world's z axis (radians).
+    readings: noiseless readings of the current state (centre of mass, its
+      velocity, the feet).
+    gravity: m/s^2, for the capture point's pendulum frequency.
+  """
+  cos, sin = jp.cos(trunk_yaw), jp.sin(trunk_yaw)
+  to_heading = jp.array([[cos, sin], [-sin, cos]])
+  age = jp.clip(jp.reshape(since_s, ()) / KICK_MEMORY_S, 0.0, 1.0)
+  recent = (age < 1.0).astype(jp.float32)
+  height = readings.com_pos[2] - jp.min(readings.feet_pos[:, 2])
+  point = rewards.capture_point(readings.com_pos[:2], readings.global_linvel[:2], height, gravity)
+  middle = jp.mean(readings.feet_pos[:, :2], axis=0)
+  return jp.concatenate([to_heading @ kick * recent, age[None], to_heading @ (point - middle)])
 
 
 @struct.dataclass

@@ -80,6 +80,11 @@ def base_config() -> config_dict.ConfigDict:
       # actor-critic as in rsl_rl/Isaac Lab. The actor's observation and the
       # exported policy do not change.
       critic_dynamics=False,
+      # True: the critic also observes the balance state after a kick
+      # (`observations.KICK_FIELDS`: the kick, the time since it and the
+      # capture point), on which the recovery window and the kick curriculum
+      # depend. The actor's observation and the exported policy do not change.
+      critic_kick=False,
       reset=dict(
         xy_range=0.5,  # m, +-U spawn position
         joint_noise=0.05,  # rad, +-U around the home pose
@@ -273,6 +278,8 @@ class OpenDuckMiniV2Env(MjxEnv):
       raise configs.ConfigError(f"gait_frequency_spread must be a fraction in [0, 1), got {spread!r}")
     if not isinstance(config.get("critic_dynamics", False), bool):
       raise configs.ConfigError(f"critic_dynamics must be true or false, got {config.critic_dynamics!r}")
+    if not isinstance(config.get("critic_kick", False), bool):
+      raise configs.ConfigError(f"critic_kick must be true or false, got {config.critic_kick!r}")
     self._kicks = KickSettings.of_config(config.push_config)
     super().__init__(config)
     self._task = task
@@ -403,6 +410,9 @@ class OpenDuckMiniV2Env(MjxEnv):
     if self._tracks_kicks:
       # Steps since the last kick; an episode starts long after one.
       info["since_push"] = jp.asarray(_NO_KICK_YET, dtype=jp.int32)
+    if self._critic_kick:
+      # The last kick's world-frame velocity change (the critic's `kick_velocity`).
+      info["last_kick"] = jp.zeros(2)
     if self._kicks.kicked_start_share:
       # A perturbed start: kicked at the first control step.
       kicked = jax.random.uniform(jax.random.fold_in(rng, 2), ()) < self._kicks.kicked_start_share
@@ -417,7 +427,11 @@ class OpenDuckMiniV2Env(MjxEnv):
     return info
 
   def observe(
-    self, readings: observations.Readings, info: Mapping[str, Any], key: jax.Array
+    self,
+    readings: observations.Readings,
+    info: Mapping[str, Any],
+    key: jax.Array,
+    trunk_yaw: jax.Array | None = None,
   ) -> tuple[dict[str, jax.Array], dict[str, Any]]:
     """Observation dict and the info with updated sensor buffers.
 
@@ -425,6 +439,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       readings: noiseless readings of the current state.
       info: episode state (command, action history, delays, phase, ...).
       key: PRNG key for the sensor noise.
+      trunk_yaw: the trunk's heading (radians); needed with `critic_kick`.
 
     Returns:
       (obs, info): `info` is a new dict whose `imu_buffer` holds this step's
@@ -446,6 +461,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       feet_air_time=info["feet_air_time"],
       history=info.get("obs_history"),
       dynamics=dynamics_params(self._ids, self.mjx_model) if self._config.get("critic_dynamics", False) else None,
+      kick=self._kick_state(readings, info, trunk_yaw) if self._critic_kick else None,
     )
     info = {**info, "imu_buffer": imu_buffer}
     if "obs_history" in info:
@@ -453,6 +469,15 @@ class OpenDuckMiniV2Env(MjxEnv):
         info["obs_history"], observations.history_frame(imu_sample, noisy)
       )
     return obs, info
+
+  def _kick_state(
+    self, readings: observations.Readings, info: Mapping[str, Any], trunk_yaw: jax.Array | None
+  ) -> jax.Array:
+    """The critic's `observations.KICK_FIELDS` (`critic_kick`)."""
+    if trunk_yaw is None:
+      raise ValueError("critic_kick observes the trunk's heading: pass observe(..., trunk_yaw=...)")
+    since_s = info["since_push"].astype(jp.float32) * self.dt
+    return observations.kick_state(info["last_kick"], since_s, trunk_yaw, readings)
 
   def apply_action(self, info: dict[str, Any], action: jax.Array, key: jax.Array) -> dict[str, Any]:
     """Delays the action and turns it into speed-limited motor targets.
@@ -514,7 +539,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     data = mjx.forward(self.mjx_model, self.make_data(qpos, qvel, ctrl))
     readings = read(ids, self.mjx_model, data)
     info = self.initial_info(k_info, readings)
-    obs, info = self.observe(readings, info, k_obs)
+    obs, info = self.observe(readings, info, k_obs, trunk_yaw=kicks.heading(data.qpos[3:7]))
     metrics = {f"reward/{name}": jp.zeros(()) for name in self.active_reward_terms}
     if self._curriculum:
       metrics.update({"kick/count": jp.zeros(()), "kick/strength": jp.zeros(())})
@@ -554,6 +579,8 @@ class OpenDuckMiniV2Env(MjxEnv):
       info["push_timer"] = jp.where(push, self._push_interval(k_push_timer), info["push_timer"])
       if self._tracks_kicks:
         info["since_push"] = jp.where(push, 0, jp.minimum(info["since_push"] + 1, _NO_KICK_YET))
+      if self._critic_kick:
+        info["last_kick"] = jp.where(push, kick, info["last_kick"])
 
     info = self.apply_action(info, action, k_delay)
     data = self.physics(data, info["motor_targets"])
@@ -598,7 +625,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     resample = info["command_timer"] <= 0
     info["command"] = jp.where(resample, self.sample_command(k_cmd), info["command"])
     info["command_timer"] = jp.where(resample, self._command_interval(k_timer), info["command_timer"])
-    obs, info = self.observe(readings, info, k_obs)
+    obs, info = self.observe(readings, info, k_obs, trunk_yaw=kicks.heading(data.qpos[3:7]))
     obs = jax.tree_util.tree_map(lambda x: jp.where(jp.isfinite(x), x, 0.0), obs)
 
     # Keep keys that wrappers (e.g. Brax's EpisodeWrapper) added to the metrics.
@@ -663,7 +690,12 @@ class OpenDuckMiniV2Env(MjxEnv):
   @property
   def _tracks_kicks(self) -> bool:
     """Whether the episode state counts the steps since the last kick."""
-    return bool(self._recovery_steps or self._curriculum)
+    return bool(self._recovery_steps or self._curriculum or self._critic_kick)
+
+  @property
+  def _critic_kick(self) -> bool:
+    """Whether the critic observes the balance state after a kick (`critic_kick`)."""
+    return bool(self._config.get("critic_kick", False))
 
   @property
   def persistent_info_keys(self) -> tuple[str, ...]:
