@@ -58,6 +58,17 @@ def test_playback_is_the_scorecards_episode_with_the_policy_s_own_action_scale(t
     assert card["commands"]["stand"]["power_w"] == round(episode["power_w"], 4) > 0.0
 
 
+def test_a_run_whose_critic_observes_the_kick_is_scored_as_the_same_policy(tmp_path):
+  """`critic_kick` changes only the critic's view: the card of a run with it is the card without it."""
+  policy = write_policy(tmp_path / "p.onnx", bias=np.full(14, 0.05, np.float32))
+  command = Command("walk", ((0.0, 0.1, 0.0, 0.0),), 1.0)
+  cards = [
+    scorecard.score(policy, seeds=1, commands=(command,), overrides=overrides)
+    for overrides in ((), (("critic_kick", "true"),))
+  ]
+  assert cards[0]["episodes"] == cards[1]["episodes"]
+
+
 def test_a_non_finite_action_ends_the_episode_as_a_named_failure(tmp_path):
   policy = write_policy(tmp_path / "nan.onnx", bias=np.full(14, np.nan, np.float32))
   command = Command("stand", ((0.0, 0.0, 0.0, 0.0),), 1.0)
