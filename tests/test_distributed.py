@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 
+import jax
 import pytest
 from helpers import CARTPOLE
 from helpers import DUCK
@@ -95,6 +96,22 @@ def test_cpu_devices_values():
   for bad in ("0", "-2", "two", "1.5"):
     with pytest.raises(configs.ConfigError, match="'auto' or a positive integer"):
       configs.parse_cpu_devices(bad)
+
+
+def test_auto_warns_when_jax_started_before_the_device_count_was_set(monkeypatch, caplog):
+  """A JAX array made at import starts JAX early; `auto` then keeps JAX's count, and says so."""
+  have = len(jax.devices("cpu"))  # JAX runs in this process
+  monkeypatch.delenv(distributed.ENV_NUM_CPU_DEVICES, raising=False)
+  monkeypatch.delenv("XLA_FLAGS", raising=False)
+  monkeypatch.setattr(distributed, "available_cores", lambda: have + 1)
+  with caplog.at_level("WARNING", logger="playground"):
+    assert distributed.configure_cpu_devices("auto", (have + 1,), False) is None
+  assert f"keeps {have} CPU device(s) where {have + 1} would be faster" in caplog.text
+  caplog.clear()
+  monkeypatch.setattr(distributed, "available_cores", lambda: have)
+  with caplog.at_level("WARNING", logger="playground"):
+    distributed.configure_cpu_devices("auto", (have,), False)
+  assert "would be faster" not in caplog.text  # the count it would choose: nothing to say
 
 
 @pytest.mark.slow

@@ -192,6 +192,13 @@ def configure_cpu_devices(setting: str | int | None, batch_sizes: tuple[int, ...
   except RuntimeError:
     # JAX already runs in this process (e.g. a library call after other JAX work).
     have = len(jax.devices("cpu"))
+    if setting == "auto" and have != count:
+      logger.warning(
+        "--cpu_devices auto: JAX started before the device count was set, so this run keeps %d CPU device(s) "
+        "where %d would be faster (something made a JAX array before the runner configured JAX)",
+        have,
+        count,
+      )
     if setting == "auto" or have == count:
       return None
     raise ValueError(
