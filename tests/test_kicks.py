@@ -10,6 +10,7 @@ import pytest
 from playground.common import configs
 from playground.common.tasks import kicks
 from playground.common.train import vec_env
+from playground.open_duck_mini_v2.model import observations
 from playground.open_duck_mini_v2.tasks import joystick
 
 
@@ -80,6 +81,7 @@ def test_the_curriculum_judges_each_kick_and_its_level_outlives_the_episode():
   config.push_config.interval_range = (0.2, 0.2)  # then a kick every 10 control steps
   config.push_config.direction_weights = (0.0, 0.0, 1.0, 0.0)
   config.push_config.curriculum.update(enable=True, start=0.1, grow=1.5, shrink=0.5, judge_s=0.04)
+  config.critic_kick = True  # the critic's kick block, checked on the same steps (one compilation)
   env = joystick.Joystick(config=config)
   assert env.persistent_info_keys == ("push_level",)
   assert joystick.Joystick(config=joystick.default_config()).persistent_info_keys == ()  # off by default
@@ -93,9 +95,12 @@ def test_the_curriculum_judges_each_kick_and_its_level_outlives_the_episode():
   state = state.replace(env=state.env.replace(data=state.env.data.replace(qpos=qpos)))
   step = jax.jit(lambda s: venv.step(s, jp.zeros((2, env.action_size)), models, reset_state))
 
-  levels, done, since, kicked, strength = [], [], [], [], []
-  for _ in range(20):
+  levels, done, since, kicked, strength, blocks = [], [], [], [], [], [kick_block(reset_state.env)]
+  for i in range(20):
     state, result = step(state)
+    blocks.append(kick_block(state.env))
+    if i == 4:
+      assert_capture_point_by_hand(env, state.env, blocks[-1], 1)
     levels.append(np.asarray(state.env.info["push_level"]))
     done.append(np.asarray(result.done))
     since.append(np.asarray(state.env.info["since_push"]))
@@ -117,65 +122,55 @@ def test_the_curriculum_judges_each_kick_and_its_level_outlives_the_episode():
   # Env 0's second episode starts from the reset state, upright: its kick is survived.
   assert done[1:15, 0].sum() == 0 and levels[3, 0] == pytest.approx(0.075)
 
+  # The critic's kick block (`critic_kick`), env 1: nothing before its first kick; the kick, of the
+  # strength drawn, toward the trunk's back within 45 degrees, at once; then the time since it.
+  np.testing.assert_array_equal(blocks[0]["kick_velocity"][1], 0.0)
+  assert blocks[0]["since_kick"][1, 0] == 1.0
+  kick = blocks[1]["kick_velocity"][1]
+  assert 0.075 - 1e-6 <= np.linalg.norm(kick) <= 0.1 + 1e-6 and kick[0] <= -np.linalg.norm(kick) * math.cos(math.pi / 4)
+  assert [blocks[k]["since_kick"][1, 0] for k in (1, 2, 6)] == pytest.approx([0.0, env.dt, 5 * env.dt])
+  # A backward kick moves the capture point back by about v / omega (0.075 / 6.8 = 1.1 cm at least).
+  assert blocks[1]["capture_point"][1, 0] < blocks[0]["capture_point"][1, 0] - 0.008
 
-def test_the_critic_observes_the_kick_the_time_since_it_and_the_capture_point():
-  """`critic_kick`: after a perturbed start the critic's kick block holds the kick in the trunk's
-  heading frame, then forgets it after `KICK_MEMORY_S`; the capture point is checked against the
-  pendulum computed here from MuJoCo's own fields. The actor's observation does not change."""
-  from playground.open_duck_mini_v2.model import observations
 
-  config = joystick.default_config()
-  config.noise_config.level = 0.0
-  config.critic_kick = True
-  config.push_config.kicked_start_share = 1.0
-  config.push_config.magnitude_range = (0.2, 0.2)  # one the rigid home pose stands through
-  config.push_config.interval_range = (5.0, 5.0)
-  config.push_config.direction_weights = (0.0, 0.0, 1.0, 0.0)  # straight back, within 45 degrees
-  env = joystick.Joystick(config=config)
+def kick_block(env_state):
+  """The critic's `KICK_FIELDS` of a batched env state, by name."""
   layout = observations.privileged_layout(0, kick=True)
-  state = jax.jit(env.reset)(jax.random.PRNGKey(3))
-  assert state.obs["state"].shape == (101,)
-  assert state.obs["privileged_state"].shape == (observations.privileged_layout(0).size + observations.KICK_SIZE,)
-  step = jax.jit(env.step)
-  zero = jp.zeros(env.action_size)
+  tail = np.asarray(env_state.obs["privileged_state"])[:, layout.slices["kick_velocity"].start :]
+  assert env_state.obs["state"].shape[-1] == 101  # the actor's view does not change
+  return observations.ObservationLayout(observations.KICK_FIELDS).split(tail)
 
-  def block(state):
-    return observations.ObservationLayout(observations.KICK_FIELDS).split(
-      np.asarray(state.obs["privileged_state"])[layout.slices["kick_velocity"].start :]
-    )
 
-  first = block(state)
-  np.testing.assert_array_equal(first["kick_velocity"], 0.0)
-  assert first["since_kick"][0] == 1.0
-  steps_per_memory = round(observations.KICK_MEMORY_S / env.dt)
-  seen = []
-  for i in range(steps_per_memory + 2):
-    state = step(state, zero)
-    seen.append(block(state))
-    if i in (0, 10):
-      # The capture point by hand: the whole duck's centre of mass plus its velocity over the
-      # pendulum's frequency, minus the feet's midpoint, turned into the trunk's heading frame.
-      d = state.data
-      root = env.ids.root_body
-      rot = np.asarray(d.xmat[root]).reshape(3, 3)
-      yaw = math.atan2(rot[1, 0], rot[0, 0])
-      com = np.asarray(d.subtree_com[root])
-      feet = np.stack([np.asarray(env.ids.sensor(d, n)) for n in ("left_foot_pos", "right_foot_pos")])
-      vel = np.asarray(env.ids.sensor(d, "global_linvel"))
-      point = com[:2] + vel[:2] / math.sqrt(9.81 / (com[2] - feet[:, 2].min())) - feet[:, :2].mean(axis=0)
-      heading = np.array([[math.cos(yaw), math.sin(yaw)], [-math.sin(yaw), math.cos(yaw)]])
-      np.testing.assert_allclose(seen[-1]["capture_point"], heading @ point, atol=2e-4)
-  kicked = seen[0]
-  # Kicked at the first step, 0.2 m/s toward the trunk's back within 45 degrees.
-  assert np.linalg.norm(kicked["kick_velocity"]) == pytest.approx(0.2, abs=1e-5)
-  assert kicked["kick_velocity"][0] <= -0.2 * math.cos(math.pi / 4) + 1e-5
-  assert kicked["since_kick"][0] == 0.0
-  # A backward kick throws the capture point back by about v / omega (0.2 / 6.8 = 3 cm).
-  assert kicked["capture_point"][0] < first["capture_point"][0] - 0.015
-  assert not np.asarray(state.done)  # still up: the last block is this episode's
-  # Time since the kick grows by one control step a step, and the kick is forgotten after the memory.
-  assert seen[10]["since_kick"][0] == pytest.approx(10 * env.dt / observations.KICK_MEMORY_S, abs=1e-5)
-  # The same kick, seen from the trunk's present heading (world frame kept, the trunk may have turned).
-  assert np.linalg.norm(seen[10]["kick_velocity"]) == pytest.approx(0.2, abs=1e-5)
-  assert seen[-1]["since_kick"][0] == 1.0
-  np.testing.assert_array_equal(seen[-1]["kick_velocity"], 0.0)
+def assert_capture_point_by_hand(env, env_state, block, i):
+  """The capture point of env `i` from MuJoCo's own fields: the whole duck's centre of mass plus its
+  velocity over the pendulum's frequency, minus the feet's midpoint, in the trunk's heading frame."""
+  d = jax.tree_util.tree_map(lambda x: np.asarray(x)[i], env_state.data)
+  root = env.ids.root_body
+  rot = d.xmat[root].reshape(3, 3)
+  yaw = math.atan2(rot[1, 0], rot[0, 0])
+  com = d.subtree_com[root]
+  feet = np.stack([np.asarray(env.ids.sensor(d, n)) for n in ("left_foot_pos", "right_foot_pos")])
+  vel = np.asarray(env.ids.sensor(d, "global_linvel"))
+  point = com[:2] + vel[:2] / math.sqrt(9.81 / (com[2] - feet[:, 2].min())) - feet[:, :2].mean(axis=0)
+  heading = np.array([[math.cos(yaw), math.sin(yaw)], [-math.sin(yaw), math.cos(yaw)]])
+  np.testing.assert_allclose(block["capture_point"][i], heading @ point, atol=2e-4)
+
+
+def test_the_critics_kick_block_forgets_a_kick_after_its_memory():
+  """`observations.kick_state`: the kick shows, turned into the heading frame, until `KICK_MEMORY_S`."""
+  vectors = ("gyro", "accelerometer", "gravity", "local_linvel", "global_linvel", "global_angvel", "base_pos")
+  fields = observations.Readings.__dataclass_fields__
+  readings = observations.Readings(**{f: jp.zeros(3) if f in vectors else jp.zeros(14) for f in fields})
+  readings = readings.replace(
+    com_pos=jp.array([0.0, 0.0, 0.21]),
+    feet_pos=jp.array([[0.0, 0.05, 0.0], [0.0, -0.05, 0.0]]),
+    global_linvel=jp.array([-0.34, 0.0, 0.0]),
+  )
+  kick = jp.array([-0.3, 0.0])
+  fresh = np.asarray(observations.kick_state(kick, jp.float32(0.25), jp.float32(0.5 * math.pi), readings))
+  # Facing +y, a kick toward -x comes from the trunk's right: +y in the heading frame.
+  np.testing.assert_allclose(fresh[:3], [0.0, 0.3, 0.25], atol=1e-6)
+  # Capture point: -0.34 / sqrt(9.81 / 0.21) = -5.0 cm in x, the trunk's right, heading frame +y.
+  np.testing.assert_allclose(fresh[3:], [0.0, 0.34 / math.sqrt(9.81 / 0.21)], atol=1e-6)
+  old = np.asarray(observations.kick_state(kick, jp.float32(observations.KICK_MEMORY_S), jp.float32(0.0), readings))
+  np.testing.assert_allclose(old[:3], [0.0, 0.0, 1.0])
