@@ -3,18 +3,19 @@
     uv run python -m benchmarks.catch_search --reach 1 2 4 --directions 180 0
 
 No policy: the duck stands in its home pose (nominal model, no noise, no
-delays) for `--settle` seconds, then its trunk is kicked (`--kick` m/s, at
-each of `--directions`, degrees from its heading). From that one kicked
-state, a cross-entropy search looks for an open-loop motion of the ten leg
-servos that keeps it up for `--after` seconds: each candidate is a
-piecewise-linear path of motor targets through `--knots` knots over
-`--span` seconds (from the home pose), held at its last knot afterwards,
-every target within `--reach` action units of home (x `action_scale`, 0.25
-rad by default; a policy's tanh residual reaches 1 unit, or
-`reference.residual_gain` units). The servos' speed limit and control range
-apply as in training. `--react` holds the home pose for that long after the
-kick before the motion starts: a policy sees the kick only through its IMU
-and acts a control step or more later.
+delays; or, with `--models N`, each of N randomized models in turn) for
+`--settle` seconds, then its trunk is kicked (`--kick` m/s, at each of
+`--directions`, degrees from its heading). From that one kicked state, a
+cross-entropy search looks for an open-loop motion of the ten leg servos
+that keeps it up for `--after` seconds: each candidate is a piecewise-linear
+path of motor targets through `--knots` knots over `--span` seconds (from
+the home pose), held at its last knot afterwards, every target within
+`--reach` action units of home (x `action_scale`, 0.25 rad by default; a
+policy's tanh residual reaches 1 unit, or `reference.residual_gain` units).
+The servos' speed limit and control range apply as in training. `--react`
+holds the home pose for that long after the kick before the motion starts: a
+policy sees the kick only through its IMU and acts a control step or more
+later.
 
 The fitness is the time survived, then the trunk's uprightness at the end.
 Per direction and reach the result says whether the home pose alone
@@ -24,11 +25,23 @@ survives, and of the best motion: its knots and largest offset per joint
 no motion within a reach catches cannot be caught by a policy limited to
 that reach either (up to the search's coverage: a catch it finds is a proof,
 a miss is evidence).
+
+With `--models N` the search runs on each of the first N models the `cpu`
+preset's domain randomization draws (masses, the trunk's centre-of-mass
+offset within the scorecard's +-3 cm, friction, servo gains and zero
+offsets; noise and delays stay off), with the motion searched for that
+model alone. A policy does not know its model, so the share of models on
+which no motion catches a kick bounds from below the share of such kicks a
+policy with that reach and reaction must fall on (up to the search's
+coverage).
+
+    uv run python -m benchmarks.catch_search --reach 2 --react 0.04 --directions 180 0 --models 12
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 
 import numpy as np
 
@@ -39,6 +52,9 @@ from benchmarks.common import hold_command
 from benchmarks.common import kicked_qvel
 from benchmarks.common import machine
 from benchmarks.common import trunk_up_z
+from playground.common.cli import setup_logging
+
+logger = logging.getLogger("playground")
 
 
 def knot_path(knots: np.ndarray, steps_per_knot: int, total_steps: int) -> np.ndarray:
@@ -68,9 +84,13 @@ def main() -> None:
   parser.add_argument("--elite", type=int, default=16, help="candidates the next iteration is fitted to")
   parser.add_argument("--iterations", type=int, default=8, help="search iterations per direction and reach")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument(
+    "--models", type=int, default=0, help="randomized models to search on, one after the other (0: the nominal model)"
+  )
   args = parser.parse_args()
-  if args.elite >= args.population or args.knots < 1 or args.iterations < 1:
-    raise SystemExit("error: need 1 <= knots, 1 <= iterations and elite < population")
+  setup_logging()
+  if args.elite >= args.population or args.knots < 1 or args.iterations < 1 or args.models < 0:
+    raise SystemExit("error: need 1 <= knots, 1 <= iterations, elite < population and models >= 0")
 
   import jax
   import jax.numpy as jp
@@ -78,7 +98,9 @@ def main() -> None:
   from playground.open_duck_mini_v2.model import constants
   from playground.open_duck_mini_v2.tasks.joystick import IMITATED_JOINTS
 
-  _, env, _, cfg = build_env("joystick", "flat_terrain", list(KICK_ONLY_OVERRIDES), preset="cpu")
+  # The scorecard's trunk offsets (+-3 cm); training adds a margin.
+  overrides = [*KICK_ONLY_OVERRIDES, "domain_randomization.com_offset_margin=0.0"]
+  _, env, venv, cfg = build_env("joystick", "flat_terrain", overrides, preset="cpu", num_envs=args.population)
   dt = float(env.dt)
   action_scale = float(cfg.env_config.action_scale)
   legs = np.array(IMITATED_JOINTS)
@@ -89,66 +111,103 @@ def main() -> None:
   if react >= total:
     raise SystemExit("error: --react must be shorter than --after")
 
-  step = jax.jit(jax.vmap(env.step))
-  state = hold_command(jax.jit(jax.vmap(env.reset))(jax.random.PRNGKey(args.seed)[None]), None)
-  for _ in range(int(round(args.settle / dt))):
-    state = step(state, jp.zeros((1, n_act)))
-  settled = state
+  population = args.population
+  # Every candidate of a search simulates the same model: model i's copies, or the nominal one.
+  model_of = (lambda i: venv.models(jp.full((population,), i))) if args.models else (lambda i: (env.mjx_model, None))
+  _, in_axes = model_of(0)
 
-  def rollout(start, targets):
+  @jax.jit
+  def settle(model, key):
+    models = (model, in_axes)
+    state = hold_command(venv.reset(jp.repeat(key[None], population, axis=0), models).env, None)
+
+    def body(s, _):
+      return venv.step_envs(s, jp.zeros((population, n_act)), models), None
+
+    return jax.lax.scan(body, state, None, length=int(round(args.settle / dt)))[0]
+
+  @jax.jit
+  def rollout(model, start, targets):
     """Survived steps, final trunk up-z and each foot's longest time in the air of each candidate
     ([T, P, 14] actions)."""
+    models = (model, in_axes)
 
     def body(carry, action):
       s, alive = carry
-      s = step(s, action)
+      s = venv.step_envs(s, action, models)
       alive = alive * (1.0 - s.done)
       return (s, alive), (alive, s.info["feet_air_time"] * alive[:, None])
 
-    population = targets.shape[1]
-    batch = jax.tree_util.tree_map(lambda x: jp.repeat(x, population, axis=0), start)
-    (final, _), (alive, air) = jax.lax.scan(body, (batch, jp.ones(population)), targets)
+    (final, _), (alive, air) = jax.lax.scan(body, (start, jp.ones(population)), targets)
     return alive.sum(axis=0), trunk_up_z(final.data.qpos), air.max(axis=0)
 
-  rollout = jax.jit(rollout)
   rng = np.random.default_rng(args.seed)
   results = {}
-  for direction in args.directions:
-    qvel = kicked_qvel(settled.data.qpos, settled.data.qvel, args.kick, direction)
-    kicked = settled.replace(data=settled.data.replace(qvel=jp.asarray(qvel)))
-    for reach in args.reach:
-      mean = np.zeros((args.knots, len(legs)))
-      std = np.full_like(mean, reach / 2)
-      best = (-1.0, -2.0, None, None)
-      for _ in range(args.iterations):
-        knots = np.clip(rng.normal(mean, std, (args.population, *mean.shape)), -reach, reach)
-        knots[0] = 0.0  # the home pose held, for reference
-        actions = np.zeros((total, args.population, n_act), np.float32)
-        actions[react:, :, legs] = knot_path(knots.astype(np.float32), steps_per_knot, total - react)
-        survived, up_z, air = (np.asarray(x) for x in rollout(kicked, jp.asarray(actions)))
-        fitness = survived + np.clip(up_z, -1, 1)
-        home_survived = float(survived[0]) * dt
-        order = np.argsort(-fitness)
-        if fitness[order[0]] > best[0] + best[1]:
-          best = (float(survived[order[0]]), float(up_z[order[0]]), knots[order[0]].copy(), air[order[0]])
-        elite = knots[order[: args.elite]]
-        mean, std = elite.mean(axis=0), np.maximum(elite.std(axis=0), reach / 20)
-      caught = best[0] >= total
-      offsets = np.abs(best[2]).max(axis=0) * action_scale if best[2] is not None else np.zeros(len(legs))
-      results[f"kick {direction:g} deg, reach {reach:g}"] = {
-        "reach_rad": round(reach * action_scale, 3),
-        "home_pose_survived_s": round(home_survived, 2),
-        "best_survived_s": round(best[0] * dt, 2),
-        "caught": bool(caught),
-        "best_final_up_z": round(best[1], 3),
-        "last_population_surviving": round(float(np.mean(survived >= total)), 3),
-        # A foot in the air for more than a control step or two: the motion steps.
-        "best_longest_air_s": {"left": round(float(best[3][0]), 2), "right": round(float(best[3][1]), 2)},
-        "best_knots_rad": (best[2] * action_scale).round(3).tolist(),
-        "best_largest_offset_rad": {
-          constants.ACTUATOR_NAMES[j]: round(float(o), 3) for j, o in zip(legs, offsets, strict=True)
-        },
-      }
+  per_model = []
+  offsets_cm = []  # each randomized model's trunk centre-of-mass offset, x (forward) and y
+  for index in range(max(args.models, 1)):
+    model, _ = model_of(index)
+    settled = settle(model, jax.random.PRNGKey(args.seed))
+    found = {}
+    for direction in args.directions:
+      qvel = kicked_qvel(settled.data.qpos, settled.data.qvel, args.kick, direction)
+      kicked = settled.replace(data=settled.data.replace(qvel=jp.asarray(qvel)))
+      for reach in args.reach:
+        mean = np.zeros((args.knots, len(legs)))
+        std = np.full_like(mean, reach / 2)
+        best = (-1.0, -2.0, None, None)
+        for _ in range(args.iterations):
+          knots = np.clip(rng.normal(mean, std, (population, *mean.shape)), -reach, reach)
+          knots[0] = 0.0  # the home pose held, for reference
+          actions = np.zeros((total, population, n_act), np.float32)
+          actions[react:, :, legs] = knot_path(knots.astype(np.float32), steps_per_knot, total - react)
+          survived, up_z, air = (np.asarray(x) for x in rollout(model, kicked, jp.asarray(actions)))
+          fitness = survived + np.clip(up_z, -1, 1)
+          home_survived = float(survived[0]) * dt
+          order = np.argsort(-fitness)
+          if fitness[order[0]] > best[0] + best[1]:
+            best = (float(survived[order[0]]), float(up_z[order[0]]), knots[order[0]].copy(), air[order[0]])
+          elite = knots[order[: args.elite]]
+          mean, std = elite.mean(axis=0), np.maximum(elite.std(axis=0), reach / 20)
+          if best[0] >= total and args.models:
+            break  # with many models, a catch is all that is asked
+        caught = best[0] >= total
+        offsets = np.abs(best[2]).max(axis=0) * action_scale if best[2] is not None else np.zeros(len(legs))
+        found[(direction, reach)] = (home_survived >= total * dt - 1e-9, bool(caught))
+        if args.models:
+          continue
+        results[f"kick {direction:g} deg, reach {reach:g}"] = {
+          "reach_rad": round(reach * action_scale, 3),
+          "home_pose_survived_s": round(home_survived, 2),
+          "best_survived_s": round(best[0] * dt, 2),
+          "caught": bool(caught),
+          "best_final_up_z": round(best[1], 3),
+          "last_population_surviving": round(float(np.mean(survived >= total)), 3),
+          # A foot in the air for more than a control step or two: the motion steps.
+          "best_longest_air_s": {"left": round(float(best[3][0]), 2), "right": round(float(best[3][1]), 2)},
+          "best_knots_rad": (best[2] * action_scale).round(3).tolist(),
+          "best_largest_offset_rad": {
+            constants.ACTUATOR_NAMES[j]: round(float(o), 3) for j, o in zip(legs, offsets, strict=True)
+          },
+        }
+    per_model.append(found)
+    if args.models:
+      offset = np.asarray(model.body_ipos)[0, env.ids.root_body] - env.ids.root_ipos_nominal
+      offsets_cm.append(np.round(100 * offset[:2], 1).tolist())
+      logger.info("model %d (trunk offset x, y %s cm): %s", index, offsets_cm[-1], found)
+  if args.models:
+    for direction in args.directions:
+      for reach in args.reach:
+        cells = [m[(direction, reach)] for m in per_model]
+        results[f"kick {direction:g} deg, reach {reach:g}"] = {
+          "reach_rad": round(reach * action_scale, 3),
+          "models": len(cells),
+          "home_pose_stands": sum(home for home, _ in cells),
+          "caught": sum(c for _, c in cells),
+          "uncatchable_share": round(1.0 - sum(c for _, c in cells) / len(cells), 3),
+          "caught_by_model": [c for _, c in cells],
+          "trunk_offset_cm_by_model": offsets_cm,
+        }
   emit(
     {
       "benchmark": "catch_search",
@@ -160,7 +219,11 @@ def main() -> None:
       "population": args.population,
       "iterations": args.iterations,
       "action_scale": action_scale,
-      "conditions": "home pose, nominal model, no noise, no delays, zero command; open-loop leg motions",
+      "models": args.models,
+      "conditions": (
+        f"home pose, {f'the first {args.models} randomized models' if args.models else 'nominal model'}, "
+        "no noise, no delays, zero command; open-loop leg motions"
+      ),
       "machine": machine(),
       "results": results,
     }

@@ -83,6 +83,7 @@ def test_joystick_stand_still_ignores_the_head(joystick):
     base_pos=jp.zeros(3),
     com_pos=jp.zeros(3),
     base_height=jp.ones(1),
+    heading=jp.zeros(()),
   )
   step = observations.StepContext.idle(jp.array([0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5]))
   terms = joystick.compute_rewards(readings, step)

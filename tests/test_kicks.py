@@ -167,10 +167,11 @@ def test_the_critics_kick_block_forgets_a_kick_after_its_memory():
     global_linvel=jp.array([-0.34, 0.0, 0.0]),
   )
   kick = jp.array([-0.3, 0.0])
-  fresh = np.asarray(observations.kick_state(kick, jp.float32(0.25), jp.float32(0.5 * math.pi), readings))
+  facing_left = readings.replace(heading=jp.float32(0.5 * math.pi))
+  fresh = np.asarray(observations.kick_state(kick, jp.float32(0.25), facing_left))
   # Facing +y, a kick toward -x comes from the trunk's right: +y in the heading frame.
   np.testing.assert_allclose(fresh[:3], [0.0, 0.3, 0.25], atol=1e-6)
   # Capture point: -0.34 / sqrt(9.81 / 0.21) = -5.0 cm in x, the trunk's right, heading frame +y.
   np.testing.assert_allclose(fresh[3:], [0.0, 0.34 / math.sqrt(9.81 / 0.21)], atol=1e-6)
-  old = np.asarray(observations.kick_state(kick, jp.float32(observations.KICK_MEMORY_S), jp.float32(0.0), readings))
+  old = np.asarray(observations.kick_state(kick, jp.float32(observations.KICK_MEMORY_S), facing_left))
   np.testing.assert_allclose(old[:3], [0.0, 0.0, 1.0])

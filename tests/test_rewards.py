@@ -153,7 +153,7 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
     local_linvel=jp.zeros(3), global_linvel=jp.zeros(3), global_angvel=jp.zeros(3),
     joint_pos=jp.full(14, 0.1), joint_vel=jp.zeros(14), actuator_force=jp.zeros(14), feet_contacts=jp.ones(2),
     feet_pos=jp.zeros((2, 3)), feet_vel=jp.zeros(6), base_pos=jp.zeros(3), base_height=jp.array([0.17]),
-    com_pos=jp.zeros(3),
+    com_pos=jp.zeros(3), heading=jp.zeros(()),
   )  # fmt: skip
   for command in (jp.zeros(7), jp.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])):
     calm = observations.StepContext.idle(command).replace(air_time=jp.array([0.1, 0.1]), first_contact=jp.ones(2))
@@ -167,12 +167,16 @@ def test_a_kick_waives_the_gait_terms_for_the_recovery_window_only():
 def test_capture_point_excess_against_the_pendulum_by_hand():
   feet = jp.array([[0.0, 0.08], [0.0, -0.08]])  # side by side, 16 cm apart, the segment on the y axis
   height = jp.array([0.2])
+
+  def excess_of(com, vel, feet, height, margin):
+    return rewards.capture_point_excess(rewards.capture_point(com, vel, height), feet, margin)
+
   # At rest over the feet: the capture point is the centre of mass itself, on the segment.
-  assert float(rewards.capture_point_excess(jp.array([0.01, 0.0]), jp.zeros(2), feet, height, 0.03)) == 0.0
+  assert float(excess_of(jp.array([0.01, 0.0]), jp.zeros(2), feet, height, 0.03)) == 0.0
   # Kicked back at 0.5 m/s, 0.2 m high: omega = sqrt(9.81 / 0.2) = 7.0 rad/s, so the capture
   # point lies 0.5 / 7.0 = 7.1 cm behind the segment: 4.1 cm beyond a 3 cm margin.
   reach = 0.5 / math.sqrt(9.81 / 0.2)
-  excess = rewards.capture_point_excess(jp.zeros(2), jp.array([-0.5, 0.0]), feet, height, 0.03)
+  excess = excess_of(jp.zeros(2), jp.array([-0.5, 0.0]), feet, height, 0.03)
   assert float(excess) == pytest.approx(reach - 0.03, rel=1e-5)
   # The left foot stepped 7 cm back: the segment from (-0.07, 0.08) to (0, -0.08) passes 3.34 cm
   # from the capture point (-0.0714, 0) (the foot of the perpendicular at 41.6% along it).
@@ -180,12 +184,12 @@ def test_capture_point_excess_against_the_pendulum_by_hand():
   (bx, by), (px, py) = (0.07, -0.16), (-reach + 0.07, -0.08)  # b - a, p - a
   d = (bx * py - by * px) / math.hypot(bx, by)  # cross(b - a, p - a) / |b - a|
   assert abs(d) == pytest.approx(0.0334, abs=2e-4)
-  excess = rewards.capture_point_excess(jp.zeros(2), jp.array([-0.5, 0.0]), stepped, height, 0.03)
+  excess = excess_of(jp.zeros(2), jp.array([-0.5, 0.0]), stepped, height, 0.03)
   assert float(excess) == pytest.approx(abs(d) - 0.03, rel=1e-3)
   # Kicked sideways within the stance (7.1 cm of 8): between the feet, free; at 1 m/s it passes
   # the left foot by 14.3 - 8 = 6.3 cm (the distance to the segment's end).
-  assert float(rewards.capture_point_excess(jp.zeros(2), jp.array([0.0, 0.5]), feet, height, 0.03)) == 0.0
-  side = rewards.capture_point_excess(jp.zeros(2), jp.array([0.0, 1.0]), feet, height, 0.03)
+  assert float(excess_of(jp.zeros(2), jp.array([0.0, 0.5]), feet, height, 0.03)) == 0.0
+  side = excess_of(jp.zeros(2), jp.array([0.0, 1.0]), feet, height, 0.03)
   assert float(side) == pytest.approx(2 * reach - 0.08 - 0.03, rel=1e-5)
 
 
@@ -204,6 +208,7 @@ def test_the_capture_point_term_is_paid_in_the_recovery_window_only_and_needs_on
     joint_pos=jp.zeros(14), joint_vel=jp.zeros(14), actuator_force=jp.zeros(14), feet_contacts=jp.ones(2),
     feet_pos=jp.array([[0.0, 0.08, 0.0], [0.0, -0.08, 0.0]]), feet_vel=jp.zeros(6),
     base_pos=jp.array([0.0, 0.0, 0.2]), base_height=jp.array([0.2]), com_pos=jp.array([0.0, 0.0, 0.2]),
+    heading=jp.zeros(()),
   )  # fmt: skip
   idle = observations.StepContext.idle(jp.zeros(7))
   inside = env.compute_rewards(kicked, idle.replace(recovering=1.0))["capture_point"]

@@ -262,17 +262,26 @@ def test_a_fine_tune_whose_critic_observes_more_keeps_what_the_saved_critic_comp
       np.testing.assert_allclose(wide @ kernel, obs @ saved_value["hidden_0"]["kernel"], rtol=1e-5, atol=1e-5)
     else:
       assert value["hidden_0"]["kernel"].shape[0] == old + 5 and np.abs(value["hidden_0"]["kernel"][old:]).max() > 0
-  # The fingerprint lets the grown critic through for `model` / `except-critic`, never for a full restore.
-  saved = {"observation_shapes": {"state": [101], "privileged_state": [old]}}
-  grown = {"observation_shapes": {"state": [101], "privileged_state": [old + 5]}}
+
+  # The fingerprint lets the grown critic through for `model` / `except-critic`, never for a full
+  # restore, a narrower critic or a grown actor (refused before anything is built).
+  def check(saved, current, mode, critic_key="privileged_state"):
+    args = RunArgs(env="joystick", task="flat_terrain", restore_mode=mode)
+    compatibility.check_compat(saved, current, args, critic_key=critic_key)
+
+  def shapes(actor, critic):
+    return {"observation_shapes": {"state": [actor], "privileged_state": [critic]}}
+
   for mode in ("model", "except-critic"):
-    compatibility.check_compat(saved, grown, RunArgs(env="joystick", task="flat_terrain", restore_mode=mode))
-  with pytest.raises(trainer.RunError, match="observation_shapes"):
-    compatibility.check_compat(saved, grown, RunArgs(env="joystick", task="flat_terrain", restore_mode="all"))
-  with pytest.raises(trainer.RunError, match="observation_shapes"):
-    compatibility.check_compat(
-      grown, saved, RunArgs(env="joystick", task="flat_terrain", restore_mode="model")
-    )  # a narrower one
+    check(shapes(101, old), shapes(101, old + 5), mode)
+  for saved, current, mode, critic_key in (
+    (shapes(101, old), shapes(101, old + 5), "all", "privileged_state"),
+    (shapes(101, old + 5), shapes(101, old), "model", "privileged_state"),  # a narrower critic
+    (shapes(101, old), shapes(135, old), "model", "privileged_state"),  # the actor grew
+    (shapes(101, old), shapes(101, old + 5), "model", None),  # no critic named
+  ):
+    with pytest.raises(trainer.RunError, match="observation_shapes"):
+      check(saved, current, mode, critic_key)
 
 
 def _start(tmp_path, name, *args, script=CARTPOLE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **env_vars):

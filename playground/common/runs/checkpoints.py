@@ -47,6 +47,7 @@ __all__ = [
   "CheckpointError",
   "abstract",
   "cleanup_incomplete",
+  "fit_parts",
   "latest_checkpoint",
   "list_checkpoints",
   "prune",
@@ -141,7 +142,21 @@ def restore_parts(step_dir: Path, parts: dict[str, Any]) -> dict[str, Any]:
     CheckpointError: unreadable files, a missing part, or a part whose
       structure or array shapes differ from the template's (named).
   """
-  saved = read_parts(step_dir, list(parts))
+  return fit_parts(step_dir, read_parts(step_dir, list(parts)), parts)
+
+
+def fit_parts(step_dir: Path, saved: dict[str, Any], parts: dict[str, Any]) -> dict[str, Any]:
+  """Subtrees read by `read_parts`, checked against templates and put in their structure.
+
+  Args:
+    step_dir: the checkpoint they were read from (named in errors).
+    saved: path -> subtree as saved (`read_parts`).
+    parts: path -> abstract tree (or a template) of what it must hold.
+
+  Raises:
+    CheckpointError: a part whose structure or array shapes differ from the
+      template's (named).
+  """
   out = {}
   for path, template in parts.items():
     node = saved[path]

@@ -54,13 +54,17 @@ def restore_mode(args: RunArgs) -> str:
   return "all" if args.resume else args.restore_mode
 
 
-def check_compat(saved: dict[str, Any], current: dict[str, Any], args: RunArgs) -> None:
+def check_compat(saved: dict[str, Any], current: dict[str, Any], args: RunArgs, critic_key: str | None = None) -> None:
   """Raises RunError on the first fingerprint key that differs (keys absent from `saved` pass).
 
   Args:
     saved: the checkpoint's fingerprint (`meta.json` "compat").
     current: this run's fingerprint.
     args: the run's flags (`--resume`, `--restore_mode`, `--allow_seed_change`).
+    critic_key: the critic's observation key (PPO's `value_obs_key`): with
+      `--restore_mode model` or `except-critic` it may have grown along its
+      last axis (the trainer widens what it restores, `critic_growth`);
+      every other observation must keep its shape.
   """
   mode = restore_mode(args)
   for key, value in current.items():
@@ -68,7 +72,7 @@ def check_compat(saved: dict[str, Any], current: dict[str, Any], args: RunArgs) 
       continue
     if key == "seed" and args.allow_seed_change:
       continue
-    if mode != "all" and key == "observation_shapes" and key in saved and _only_grew(saved[key], value):
+    if mode != "all" and key == "observation_shapes" and key in saved and _only_grew(saved[key], value, critic_key):
       continue  # a critic that observes more: the trainer widens what it restores (`critic_growth`)
     if key in saved and saved[key] != value:
       hint = (
@@ -84,14 +88,15 @@ def check_compat(saved: dict[str, Any], current: dict[str, Any], args: RunArgs) 
       )
 
 
-def _only_grew(saved: Any, current: Any) -> bool:
-  """Whether observation shapes are the saved ones, some grown along their last axis."""
-  if not isinstance(saved, dict) or not isinstance(current, dict) or saved.keys() != current.keys():
+def _only_grew(saved: Any, current: Any, critic_key: str | None) -> bool:
+  """Whether observation shapes are the saved ones but `critic_key`'s, grown along its last axis."""
+  if critic_key is None or not isinstance(saved, dict) or not isinstance(current, dict):
     return False
-  for key, shape in current.items():
-    old = saved[key]
-    if not isinstance(old, list) or not isinstance(shape, list) or len(old) != len(shape) or not shape:
-      return False
-    if old[:-1] != shape[:-1] or old[-1] > shape[-1]:
-      return False
-  return True
+  if saved.keys() != current.keys() or critic_key not in current:
+    return False
+  if any(saved[key] != shape for key, shape in current.items() if key != critic_key):
+    return False
+  old, shape = saved[critic_key], current[critic_key]
+  if not isinstance(old, list) or not isinstance(shape, list) or len(old) != len(shape) or not shape:
+    return False
+  return old[:-1] == shape[:-1] and old[-1] < shape[-1]

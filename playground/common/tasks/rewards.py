@@ -108,28 +108,17 @@ def capture_point(com_xy: jp.ndarray, com_vel_xy: jp.ndarray, height: jp.ndarray
   return com_xy + com_vel_xy / omega
 
 
-def capture_point_excess(
-  com_xy: jp.ndarray,
-  com_vel_xy: jp.ndarray,
-  feet_xy: jp.ndarray,
-  height: jp.ndarray,
-  margin: float,
-  gravity: float = 9.81,
-) -> jp.ndarray:
-  """Cost: m by which the capture point lies farther than `margin` from the segment between the feet.
+def capture_point_excess(point_xy: jp.ndarray, feet_xy: jp.ndarray, margin: float) -> jp.ndarray:
+  """Cost: m by which a capture point (`capture_point`) lies farther than `margin` from the segment between the feet.
 
-  The linear inverted pendulum's capture point, com + v / omega with
-  omega = sqrt(g / height), is where a foot must land to stop a walker
-  whose centre of mass moves at v. A kicked walker brings it back between its
-  feet by stepping towards it or by braking. The segment joining the two
-  feet (`feet_xy`, (2, 2)) stands for the support: a capture point between
-  the feet (a sideways kick within the stance, a walking gait's sway) costs
-  nothing. `height` is the centre of mass above the feet (floored at 5 cm).
+  A kicked walker brings its capture point back between its feet by stepping
+  towards it or by braking. The segment joining the two feet (`feet_xy`,
+  (2, 2)) stands for the support: a capture point between the feet (a
+  sideways kick within the stance, a walking gait's sway) costs nothing.
   """
-  point = capture_point(com_xy, com_vel_xy, height, gravity)
   a, b = feet_xy[0], feet_xy[1]
-  along = jp.clip(jp.dot(point - a, b - a) / jp.maximum(jp.dot(b - a, b - a), 1e-9), 0.0, 1.0)
-  return jp.maximum(jp.linalg.norm(point - (a + along * (b - a))) - margin, 0.0)
+  along = jp.clip(jp.dot(point_xy - a, b - a) / jp.maximum(jp.dot(b - a, b - a), 1e-9), 0.0, 1.0)
+  return jp.maximum(jp.linalg.norm(point_xy - (a + along * (b - a))) - margin, 0.0)
 
 
 def feet_slip(contact: jp.ndarray, feet_linvel_xy: jp.ndarray) -> jp.ndarray:

@@ -109,7 +109,9 @@ def run(runner: RobotSpec, cfg: ResolvedConfig) -> int:
   backend.setup_compilation_cache(a.compilation_cache_dir)
   session = build(runner, cfg)
   if restore_meta is not None:
-    compatibility.check_compat(restore_meta.get("compat", {}), session.compat, a)
+    compatibility.check_compat(
+      restore_meta.get("compat", {}), session.compat, a, critic_key=session.ppo.config.value_obs_key
+    )
   ts, env_state, start_step = initial_state(runner, session, restore_dir, compatibility.restore_mode(a))
   if distributed.is_primary():
     # Create (or reuse) the run directory only now that everything is valid.
@@ -556,13 +558,16 @@ def _networks_load(restore_dir: Path, local_ts: TrainingState) -> bool:
   return True
 
 
-def _grown_critic(restore_dir: Path, wanted: dict[str, Any], value_key: str, mode: str) -> dict[str, Any] | None:
-  """`wanted` from a checkpoint whose critic observed fewer floats (`critic_growth.widen`), or None."""
+def _grown_critic(raw: dict[str, Any], wanted: dict[str, Any], value_key: str, mode: str) -> dict[str, Any] | None:
+  """`wanted` from the parts of a checkpoint whose critic observed fewer floats (`critic_growth.widen`), or None.
+
+  Args:
+    raw: path -> subtree as saved (`checkpoints.read_parts`).
+    wanted: path -> this run's part (the shapes to reach).
+    value_key: the critic's observation key.
+    mode: `model` (the value network is restored and widened) or `except-critic`.
+  """
   normalizer, value = "training_state/normalizer_params", "training_state/params/value"
-  try:
-    raw = checkpoints.read_parts(restore_dir, list(wanted))
-  except checkpoints.CheckpointError:
-    return None
   state_dicts = {path: serialization.to_state_dict(jax.device_get(part)) for path, part in wanted.items()}
   grown = critic_growth.widen(
     raw, state_dicts, value_key, normalizer_path=normalizer, value_path=value if mode == "model" else None
@@ -595,9 +600,13 @@ def _restore_weights(
   if mode == "model":
     wanted["training_state/params/value"] = local_ts.params.value
   try:
-    saved = checkpoints.restore_parts(restore_dir, checkpoints.abstract(wanted))
+    raw = checkpoints.read_parts(restore_dir, list(wanted))
   except checkpoints.CheckpointError as e:
-    saved = _grown_critic(restore_dir, wanted, ppo.config.value_obs_key, mode)
+    raise RunError(str(e)) from None
+  try:
+    saved = checkpoints.fit_parts(restore_dir, raw, checkpoints.abstract(wanted))
+  except checkpoints.CheckpointError as e:
+    saved = _grown_critic(raw, wanted, ppo.config.value_obs_key, mode)
     if saved is None:
       raise RunError(str(e)) from None
   params = local_ts.params.replace(policy=saved["training_state/params/policy"])

@@ -38,7 +38,6 @@ from playground.common.evaluation.player import JOINT_LIMIT_MARGIN
 from playground.common.evaluation.player import EpisodeMeter
 from playground.common.evaluation.scorecard import SETTLE_S
 from playground.common.evaluation.scorecard import Command
-from playground.common.tasks import kicks
 from playground.common.tasks import randomize
 from playground.open_duck_mini_v2.evaluation import runtime
 from playground.open_duck_mini_v2.model import commands
@@ -62,17 +61,15 @@ class _EnvSteps:
     read = jax.vmap(lambda mv, view: observations.read(ids, mv, view))
     step_angle = 2 * np.pi * env.gait_frequency * env.dt
 
-    def observe(readings, info, key, views):
-      # The trunk's heading, for a critic block that needs it (`critic_kick`); players use `state` only.
-      yaw = kicks.heading(views.qpos[:, 3:7])
-      return jax.vmap(env.observe)(readings, info, jax.random.split(key, yaw.shape[0]), yaw)
+    def observe(readings, info, key):
+      return jax.vmap(env.observe)(readings, info, jax.random.split(key, readings.heading.shape[0]))
 
     def start(key, model_views, views, command):
       k_info, k_obs = jax.random.split(key)
       n = command.shape[0]
       info = jax.vmap(env.initial_info)(jax.random.split(k_info, n), read(model_views, views))
       info["command"] = command
-      obs, info = observe(read(model_views, views), info, k_obs, views)
+      obs, info = observe(read(model_views, views), info, k_obs)
       return info, obs["state"]
 
     def act(key, info, action, command):
@@ -85,7 +82,7 @@ class _EnvSteps:
       info, _ = jax.vmap(env.advance)(info, readings, action)
       # The runtime's phase button: the phase advances phase_factor times as fast.
       info["phase"] = jp.mod(info["phase"] + (phase_factor - 1.0) * step_angle, 2 * jp.pi)
-      obs, info = observe(readings, info, key, views)
+      obs, info = observe(readings, info, key)
       return info, obs["state"]
 
     self.start, self.act, self.sense = jax.jit(start), jax.jit(act), jax.jit(sense)

@@ -18,6 +18,7 @@ import mujoco
 import numpy as np
 from flax import struct
 
+from playground.common.tasks import kicks
 from playground.common.tasks import rewards
 from playground.common.tasks.observation_layout import ObservationLayout
 from playground.open_duck_mini_v2.model import commands
@@ -136,7 +137,9 @@ JOINT_VEL_SCALE = 0.05
 class Readings:
   """Noiseless physical quantities read from a simulation state.
 
-  `joint_pos` is what the servo encoders report (true angle minus the
+  Privileged truths (the centre of mass, the trunk's heading, velocities in
+  the world frame) are for rewards and the critic; the actor's view is what
+  `build` makes of the sensor fields. `joint_pos` is what the servo encoders report (true angle minus the
   servo's zero offset) minus the home pose.
   """
 
@@ -155,6 +158,7 @@ class Readings:
   base_pos: jax.Array
   base_height: jax.Array
   com_pos: jax.Array  # the whole duck's centre of mass, world frame
+  heading: jax.Array  # the trunk's yaw about the world's z axis (radians, scalar)
 
 
 @struct.dataclass
@@ -319,27 +323,34 @@ def build(
   }
 
 
-def kick_state(
-  kick: jax.Array, since_s: jax.Array, trunk_yaw: jax.Array, readings: Readings, gravity: float = 9.81
-) -> jax.Array:
-  """The critic's `KICK_FIELDS` (`KICK_SIZE` floats), in the trunk's heading frame.
+def capture_point(readings: Readings, gravity: float = 9.81) -> jax.Array:
+  """World-frame (x, y) capture point: the centre of mass as a linear inverted pendulum over the lowest foot.
+
+  `rewards.capture_point` of the whole duck's centre of mass, moving at the
+  trunk's velocity, at its height above the lower foot. Where a foot must
+  land to stop the duck; the reward (`capture_point`) and the critic's
+  `KICK_FIELDS` both read it here.
+  """
+  height = readings.com_pos[2] - jp.min(readings.feet_pos[:, 2])
+  return rewards.capture_point(readings.com_pos[:2], readings.global_linvel[:2], height, gravity)
+
+
+def kick_state(kick: jax.Array, since_s: jax.Array, readings: Readings, gravity: float = 9.81) -> jax.Array:
+  """The critic's `KICK_FIELDS` (`KICK_SIZE` floats), in the trunk's heading frame (`readings.heading`).
 
   Args:
     kick: (2,) world-frame velocity change of the last kick (m/s).
     since_s: seconds since that kick (large when there was none).
-    trunk_yaw: the trunk's heading about the world's z axis (radians).
-    readings: noiseless readings of the current state (centre of mass, its
-      velocity, the feet).
+    readings: noiseless readings of the current state (heading, centre of
+      mass, its velocity, the feet).
     gravity: m/s^2, for the capture point's pendulum frequency.
   """
-  cos, sin = jp.cos(trunk_yaw), jp.sin(trunk_yaw)
+  cos, sin = jp.cos(readings.heading), jp.sin(readings.heading)
   to_heading = jp.array([[cos, sin], [-sin, cos]])
   age = jp.clip(jp.reshape(since_s, ()) / KICK_MEMORY_S, 0.0, 1.0)
   recent = (age < 1.0).astype(jp.float32)
-  height = readings.com_pos[2] - jp.min(readings.feet_pos[:, 2])
-  point = rewards.capture_point(readings.com_pos[:2], readings.global_linvel[:2], height, gravity)
-  middle = jp.mean(readings.feet_pos[:, :2], axis=0)
-  return jp.concatenate([to_heading @ kick * recent, age[None], to_heading @ (point - middle)])
+  point = capture_point(readings, gravity) - jp.mean(readings.feet_pos[:, :2], axis=0)  # from the feet's midpoint
+  return jp.concatenate([to_heading @ kick * recent, age[None], to_heading @ point])
 
 
 @struct.dataclass
@@ -409,6 +420,7 @@ def read(ids: RobotIndices, model: Any, data: Any) -> Readings:
     base_pos=base_pos,
     base_height=jp.reshape(base_pos[2] - jp.min(feet_pos[:, 2]), (1,)),
     com_pos=jp.asarray(data.subtree_com)[ids.root_body],
+    heading=kicks.heading(q[3:7]),  # the free root joint's quaternion
   )
 
 

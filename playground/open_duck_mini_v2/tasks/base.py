@@ -431,7 +431,6 @@ class OpenDuckMiniV2Env(MjxEnv):
     readings: observations.Readings,
     info: Mapping[str, Any],
     key: jax.Array,
-    trunk_yaw: jax.Array | None = None,
   ) -> tuple[dict[str, jax.Array], dict[str, Any]]:
     """Observation dict and the info with updated sensor buffers.
 
@@ -439,7 +438,6 @@ class OpenDuckMiniV2Env(MjxEnv):
       readings: noiseless readings of the current state.
       info: episode state (command, action history, delays, phase, ...).
       key: PRNG key for the sensor noise.
-      trunk_yaw: the trunk's heading (radians); needed with `critic_kick`.
 
     Returns:
       (obs, info): `info` is a new dict whose `imu_buffer` holds this step's
@@ -461,7 +459,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       feet_air_time=info["feet_air_time"],
       history=info.get("obs_history"),
       dynamics=dynamics_params(self._ids, self.mjx_model) if self._config.get("critic_dynamics", False) else None,
-      kick=self._kick_state(readings, info, trunk_yaw) if self._critic_kick else None,
+      kick=self._kick_state(readings, info) if self._critic_kick else None,
     )
     info = {**info, "imu_buffer": imu_buffer}
     if "obs_history" in info:
@@ -470,14 +468,10 @@ class OpenDuckMiniV2Env(MjxEnv):
       )
     return obs, info
 
-  def _kick_state(
-    self, readings: observations.Readings, info: Mapping[str, Any], trunk_yaw: jax.Array | None
-  ) -> jax.Array:
+  def _kick_state(self, readings: observations.Readings, info: Mapping[str, Any]) -> jax.Array:
     """The critic's `observations.KICK_FIELDS` (`critic_kick`)."""
-    if trunk_yaw is None:
-      raise ValueError("critic_kick observes the trunk's heading: pass observe(..., trunk_yaw=...)")
     since_s = info["since_push"].astype(jp.float32) * self.dt
-    return observations.kick_state(info["last_kick"], since_s, trunk_yaw, readings)
+    return observations.kick_state(info["last_kick"], since_s, readings)
 
   def apply_action(self, info: dict[str, Any], action: jax.Array, key: jax.Array) -> dict[str, Any]:
     """Delays the action and turns it into speed-limited motor targets.
@@ -539,7 +533,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     data = mjx.forward(self.mjx_model, self.make_data(qpos, qvel, ctrl))
     readings = read(ids, self.mjx_model, data)
     info = self.initial_info(k_info, readings)
-    obs, info = self.observe(readings, info, k_obs, trunk_yaw=kicks.heading(data.qpos[3:7]))
+    obs, info = self.observe(readings, info, k_obs)
     metrics = {f"reward/{name}": jp.zeros(()) for name in self.active_reward_terms}
     if self._curriculum:
       metrics.update({"kick/count": jp.zeros(()), "kick/strength": jp.zeros(())})
@@ -625,7 +619,7 @@ class OpenDuckMiniV2Env(MjxEnv):
     resample = info["command_timer"] <= 0
     info["command"] = jp.where(resample, self.sample_command(k_cmd), info["command"])
     info["command_timer"] = jp.where(resample, self._command_interval(k_timer), info["command_timer"])
-    obs, info = self.observe(readings, info, k_obs, trunk_yaw=kicks.heading(data.qpos[3:7]))
+    obs, info = self.observe(readings, info, k_obs)
     obs = jax.tree_util.tree_map(lambda x: jp.where(jp.isfinite(x), x, 0.0), obs)
 
     # Keep keys that wrappers (e.g. Brax's EpisodeWrapper) added to the metrics.

@@ -289,11 +289,7 @@ class Joystick(base.OpenDuckMiniV2Env):
       ),
       "capture_point": lambda: (
         rewards.capture_point_excess(
-          readings.com_pos[:2],
-          readings.global_linvel[:2],
-          readings.feet_pos[:, :2],
-          readings.com_pos[2] - jp.min(readings.feet_pos[:, 2]),
-          float(cfg.get("capture_margin", 0.03)),
+          observations.capture_point(readings), readings.feet_pos[:, :2], float(cfg.get("capture_margin", 0.03))
         )
         * jp.asarray(step.recovering, jp.float32)
       ),
@@ -418,6 +414,7 @@ def ideal_reward_per_second(env: Joystick, command: jax.Array, walking: bool, ph
       base_pos=jp.zeros(3),
       base_height=jp.array([0.17]),
       com_pos=jp.array([0.0, 0.0, 0.21]),
+      heading=jp.zeros(()),
     )
     terms = env.compute_rewards(readings, observations.StepContext.idle(command, phase * 2 * jp.pi))
     return sum(scales[k] * v for k, v in terms.items())
