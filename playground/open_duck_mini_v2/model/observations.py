@@ -139,8 +139,8 @@ class Readings:
 
   Privileged truths (the centre of mass, the trunk's heading, velocities in
   the world frame) are for rewards and the critic; the actor's view is what
-  `build` makes of the sensor fields. `joint_pos` is what the servo encoders report (true angle minus the
-  servo's zero offset) minus the home pose.
+  `build` makes of the sensor fields. `joint_pos` is what the servo encoders
+  report (true angle minus the servo's zero offset) minus the home pose.
   """
 
   gyro: jax.Array
