@@ -36,12 +36,18 @@ policy with that reach and reaction must fall on (up to the search's
 coverage).
 
     uv run python -m benchmarks.catch_search --reach 2 --react 0.04 --directions 180 0 --models 12
+
+`--stance FILE` starts from the best posture a `stance_search` found
+(`best_posture.offset_rad` of its JSON) instead of the home pose: the duck
+settles in it, the motions start from it, and the output's "home pose"
+entries are that posture held.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
 
 import numpy as np
 
@@ -57,10 +63,12 @@ from playground.common.cli import setup_logging
 logger = logging.getLogger("playground")
 
 
-def knot_path(knots: np.ndarray, steps_per_knot: int, total_steps: int) -> np.ndarray:
-  """[P, K, J] knots -> [total_steps, P, J] targets: linear from 0 through each knot, then held."""
+def knot_path(knots: np.ndarray, steps_per_knot: int, total_steps: int, origin: np.ndarray | None = None) -> np.ndarray:
+  """[P, K, J] knots -> [total_steps, P, J] targets: linear from `origin` ([J], default 0) through each knot,
+  then held."""
   population, n_knots, joints = knots.shape
-  path = np.concatenate([np.zeros((population, 1, joints), knots.dtype), knots], axis=1)
+  start = np.zeros(joints, knots.dtype) if origin is None else np.asarray(origin, knots.dtype)
+  path = np.concatenate([np.broadcast_to(start, (population, 1, joints)), knots], axis=1)
   out = np.empty((total_steps, population, joints), knots.dtype)
   for t in range(total_steps):
     u = min((t + 1) / steps_per_knot, float(n_knots))
@@ -68,6 +76,27 @@ def knot_path(knots: np.ndarray, steps_per_knot: int, total_steps: int) -> np.nd
     w = u - i
     out[t] = (1 - w) * path[:, i] + w * path[:, i + 1]
   return out
+
+
+def stance_offsets(path: str) -> dict[str, float]:
+  """The best posture of a `stance_search` JSON: leg joint name -> rad from home (JSON only, checked)."""
+  import json
+
+  from playground.open_duck_mini_v2.model import constants
+
+  try:
+    offsets = json.loads(Path(path).read_text())["best_posture"]["offset_rad"]
+  except (OSError, ValueError, KeyError, TypeError) as e:
+    raise SystemExit(f"error: {path} is no stance_search result ({type(e).__name__}: {e})") from None
+  valid = (
+    isinstance(offsets, dict)
+    and offsets
+    and set(offsets) <= set(constants.LEG_JOINT_NAMES)
+    and all(isinstance(v, (int, float)) and np.isfinite(v) for v in offsets.values())
+  )
+  if not valid:
+    raise SystemExit(f"error: {path}: best_posture.offset_rad must map leg joints {constants.LEG_JOINT_NAMES} to rad")
+  return {str(name): float(rad) for name, rad in offsets.items()}
 
 
 def main() -> None:
@@ -84,6 +113,10 @@ def main() -> None:
   parser.add_argument("--elite", type=int, default=16, help="candidates the next iteration is fitted to")
   parser.add_argument("--iterations", type=int, default=8, help="search iterations per direction and reach")
   parser.add_argument("--seed", type=int, default=0)
+  parser.add_argument(
+    "--stance",
+    help="a stance_search JSON: stand in its best posture (best_posture.offset_rad) instead of the home pose",
+  )
   parser.add_argument(
     "--models", type=int, default=0, help="randomized models to search on, one after the other (0: the nominal model)"
   )
@@ -112,6 +145,14 @@ def main() -> None:
     raise SystemExit("error: --react must be shorter than --after")
 
   population = args.population
+  # The pose held before the kick, in action units around home: home, or a stance.
+  origin = np.zeros(n_act, np.float32)
+  if args.stance:
+    offsets = stance_offsets(args.stance)
+    for name, rad in offsets.items():
+      origin[constants.ACTUATOR_NAMES.index(name)] = rad / action_scale
+    if np.abs(origin).max() > min(args.reach):
+      raise SystemExit(f"error: the stance leaves the smallest reach ({min(args.reach)} units of home)")
   # Every candidate of a search simulates the same model: model i's copies, or the nominal one.
   model_of = (lambda i: venv.models(jp.full((population,), i))) if args.models else (lambda i: (env.mjx_model, None))
   _, in_axes = model_of(0)
@@ -122,7 +163,7 @@ def main() -> None:
     state = hold_command(venv.reset(jp.repeat(key[None], population, axis=0), models).env, None)
 
     def body(s, _):
-      return venv.step_envs(s, jp.zeros((population, n_act)), models), None
+      return venv.step_envs(s, jp.broadcast_to(jp.asarray(origin), (population, n_act)), models), None
 
     return jax.lax.scan(body, state, None, length=int(round(args.settle / dt)))[0]
 
@@ -153,14 +194,14 @@ def main() -> None:
       qvel = kicked_qvel(settled.data.qpos, settled.data.qvel, args.kick, direction)
       kicked = settled.replace(data=settled.data.replace(qvel=jp.asarray(qvel)))
       for reach in args.reach:
-        mean = np.zeros((args.knots, len(legs)))
+        mean = np.tile(origin[legs], (args.knots, 1))
         std = np.full_like(mean, reach / 2)
         best = (-1.0, -2.0, None, None)
         for _ in range(args.iterations):
           knots = np.clip(rng.normal(mean, std, (population, *mean.shape)), -reach, reach)
-          knots[0] = 0.0  # the home pose held, for reference
-          actions = np.zeros((total, population, n_act), np.float32)
-          actions[react:, :, legs] = knot_path(knots.astype(np.float32), steps_per_knot, total - react)
+          knots[0] = origin[legs]  # the pose held (home or the stance), for reference
+          actions = np.broadcast_to(origin, (total, population, n_act)).copy()
+          actions[react:, :, legs] = knot_path(knots.astype(np.float32), steps_per_knot, total - react, origin[legs])
           survived, up_z, air = (np.asarray(x) for x in rollout(model, kicked, jp.asarray(actions)))
           fitness = survived + np.clip(up_z, -1, 1)
           home_survived = float(survived[0]) * dt
@@ -220,9 +261,11 @@ def main() -> None:
       "iterations": args.iterations,
       "action_scale": action_scale,
       "models": args.models,
+      "start_pose": "home" if not args.stance else {"stance": args.stance, "offset_rad": stance_offsets(args.stance)},
       "conditions": (
-        f"home pose, {f'the first {args.models} randomized models' if args.models else 'nominal model'}, "
-        "no noise, no delays, zero command; open-loop leg motions"
+        ("the stance" if args.stance else "home pose")
+        + (f", the first {args.models} randomized models" if args.models else ", nominal model")
+        + ", no noise, no delays, zero command; open-loop leg motions"
       ),
       "machine": machine(),
       "results": results,
