@@ -203,8 +203,8 @@ def main() -> None:
           actions[react:, :, legs] = knot_path(knots.astype(np.float32), steps_per_knot, total - react, origin[legs])
           survived, up_z, air = (np.asarray(x) for x in rollout(model, kicked, jp.asarray(actions)))
           fitness = survived + np.clip(up_z, -1, 1)
-          home_survived = float(survived[0]) * dt  # candidate 0: the pose held
-          home_stood = bool(survived[0] >= total)
+          held_survived = float(survived[0]) * dt  # candidate 0: the pose held
+          held_stood = bool(survived[0] >= total)
           order = np.argsort(-fitness)
           if fitness[order[0]] > best[0] + best[1]:
             best = (float(survived[order[0]]), float(up_z[order[0]]), knots[order[0]].copy(), air[order[0]])
@@ -214,12 +214,12 @@ def main() -> None:
             break  # with many models, a catch is all that is asked
         caught = best[0] >= total
         offsets = np.abs(best[2]).max(axis=0) * action_scale if best[2] is not None else np.zeros(len(legs))
-        found[(direction, reach)] = (home_stood, bool(caught))
+        found[(direction, reach)] = (held_stood, bool(caught))
         if args.models:
           continue
         results[f"kick {direction:g} deg, reach {reach:g}"] = {
           "reach_rad": round(reach * action_scale, 3),
-          "home_pose_survived_s": round(home_survived, 2),
+          "held_pose_survived_s": round(held_survived, 2),
           "best_survived_s": round(best[0] * dt, 2),
           "caught": bool(caught),
           "best_final_up_z": round(best[1], 3),
@@ -243,7 +243,7 @@ def main() -> None:
         results[f"kick {direction:g} deg, reach {reach:g}"] = {
           "reach_rad": round(reach * action_scale, 3),
           "models": len(cells),
-          "home_pose_stands": sum(home for home, _ in cells),
+          "held_pose_stands": sum(held for held, _ in cells),
           "caught": sum(c for _, c in cells),
           "uncatchable_share": round(1.0 - sum(c for _, c in cells) / len(cells), 3),
           "caught_by_model": [c for _, c in cells],

@@ -115,6 +115,45 @@ class EpisodeMeter:
     return out
 
 
+def episode_records(
+  episodes: Sequence[tuple[Command, int]],
+  meter: EpisodeMeter,
+  *,
+  source: str,
+  survival: np.ndarray,
+  alive: np.ndarray,
+  cause: Sequence[str | None],
+  kicks: np.ndarray,
+  start_xy: np.ndarray,
+  end_xy: np.ndarray,
+  extra: Sequence[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
+  """A player's result, one dict per episode: what was played, how it ended and `meter`'s measurements.
+
+  `cause` is each fall's cause (empty or None where it did not fall); `extra`
+  adds a player's own entries per episode. Shared by the generic player and
+  a robot's own, so their records have the same keys.
+  """
+  out = []
+  for i, ((command, seed), measured) in enumerate(zip(episodes, meter.records(), strict=True)):
+    out.append(
+      dict(
+        command=command.name,
+        seed=seed,
+        source=source,
+        duration_s=command.duration,
+        survival_s=float(survival[i]),
+        fell=bool(not alive[i]),
+        fall_cause=cause[i] or None,
+        pushes=int(kicks[i]),
+        distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
+        **(extra[i] if extra is not None else {}),
+        **measured,
+      )
+    )
+  return out
+
+
 def _policy_input(obs: Any) -> np.ndarray:
   """The policy's observation: the env's array, or its `state` entry (MuJoCo Playground's
   asymmetric actor-critic observations)."""
@@ -274,23 +313,17 @@ def play(
       break
     if not (alive & (t + 1 < steps_of)).any():
       break
-  out = []
-  for i, ((command, s), measured) in enumerate(zip(episodes, meter.records())):
-    out.append(
-      dict(
-        command=command.name,
-        seed=s,
-        source="mjx",
-        duration_s=command.duration,
-        survival_s=float(survival[i]),
-        fell=bool(not alive[i]),
-        fall_cause=cause[i],
-        pushes=int(kicks[i]),
-        distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
-        **measured,
-      )
-    )
-  return out
+  return episode_records(
+    episodes,
+    meter,
+    source="mjx",
+    survival=survival,
+    alive=alive,
+    cause=cause,
+    kicks=kicks,
+    start_xy=start_xy,
+    end_xy=end_xy,
+  )
 
 
 def score(

@@ -36,6 +36,7 @@ from mujoco import mjx
 
 from playground.common.evaluation.player import JOINT_LIMIT_MARGIN
 from playground.common.evaluation.player import EpisodeMeter
+from playground.common.evaluation.player import episode_records
 from playground.common.evaluation.scorecard import SETTLE_S
 from playground.common.evaluation.scorecard import Command
 from playground.common.tasks import randomize
@@ -377,21 +378,16 @@ def play(
         break
     if not (alive & (t + 1 < steps_of)).any():
       break
-  out = []
-  for i, ((command, s), measured) in enumerate(zip(episodes, meter.records())):
-    out.append(
-      dict(
-        command=command.name,
-        seed=s,
-        source=src.name,
-        duration_s=command.duration,
-        survival_s=float(survival[i]),
-        fell=bool(not alive[i]),
-        fall_cause=cause[i] or None,
-        pushes=int(kicks[i]),
-        trunk_com_offset_m=[round(float(v), 4) for v in models[i].body_ipos[root] - env.mj_model.body_ipos[root]],
-        distance_m=float(np.linalg.norm(end_xy[i] - start_xy[i])),
-        **measured,
-      )
-    )
-  return out
+  offsets = [models[i].body_ipos[root] - env.mj_model.body_ipos[root] for i in range(n)]
+  return episode_records(
+    episodes,
+    meter,
+    source=src.name,
+    survival=survival,
+    alive=alive,
+    cause=cause,
+    kicks=kicks,
+    start_xy=start_xy,
+    end_xy=end_xy,
+    extra=[{"trunk_com_offset_m": [round(float(v), 4) for v in offset]} for offset in offsets],
+  )
