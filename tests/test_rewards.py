@@ -322,3 +322,52 @@ def test_posture_reward_shows_the_limit_cost_charging_the_stance(tmp_path):
   assert not got["stance"]["fell"] and not got["home"]["fell"]
   assert got["stance"]["terms"]["dof_pos_limits"] < -0.005 and got["home"]["terms"]["dof_pos_limits"] == 0.0
   assert got["home"]["terms"]["stand_still"] < 3 * got["stance"]["terms"]["stand_still"] < 0.0
+
+
+def test_the_filtered_tracking_pays_for_the_speed_not_for_the_gait_s_sway():
+  """`reward_config.tracking_filter_s`: a duck walking at the command while its trunk sways 0.1 m/s rms
+  sideways (a 0.54 s gait) earns nearly all of tracking_lin_vel through the filter, and
+  standing earns little; judged each step, the sway alone costs more than half of it, and
+  walking at the command instead of at 0.04 m/s earns less than half as much more."""
+  import jax
+
+  from playground.common import configs
+  from playground.open_duck_mini_v2.model import observations
+  from playground.open_duck_mini_v2.tasks import joystick
+
+  config = joystick.default_config()
+  config.reward_config.tracking_filter_s = 0.27
+  env = joystick.Joystick(config=config)
+  dt, sigma = float(env.dt), float(config.reward_config.tracking_sigma)
+  readings = zero_readings(env)
+  t = np.arange(200) * dt  # 4 s, past the filter's start-up
+  sway = 0.1 * math.sqrt(2.0) * np.sin(2 * math.pi * t / 0.54)  # 0.1 m/s rms
+
+  def mean_tracking(vx, filter_s):
+    velocity, paid = jp.zeros(3), []
+    for vy in sway:
+      r = readings.replace(local_linvel=jp.array([vx, vy, 0.0]))
+      velocity = observations.tracked_velocity(velocity, r, dt, filter_s)
+      paid.append(float(rewards.tracking_lin_vel(jp.array([0.1, 0.0]), velocity[:2], sigma)))
+    return float(np.mean(paid[100:]))
+
+  filtered = {vx: mean_tracking(vx, 0.27) for vx in (0.1, 0.04, 0.0)}
+  instant = {vx: mean_tracking(vx, 0.0) for vx in (0.1, 0.04, 0.0)}
+  assert filtered[0.1] > 0.9 and filtered[0.0] < 0.4
+  assert instant[0.1] < 0.5  # the sway alone costs more than half
+  # Walking at the command instead of at 0.04 m/s (a walker on slow servos): the filter pays
+  # at least twice as much more for it.
+  assert filtered[0.1] - filtered[0.04] > 2.0 * (instant[0.1] - instant[0.04]) > 0.0
+
+  # The env judges the filtered velocity of its step (not the readings), keeps it from step to
+  # step, and refuses a negative time constant.
+  command = jp.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+  at_speed = observations.StepContext.idle(command).replace(velocity=jp.array([0.1, 0.0, 0.0]))
+  assert float(env.compute_rewards(readings, at_speed)["tracking_lin_vel"]) == 1.0
+  assert float(env.compute_rewards(readings, observations.StepContext.idle(command))["tracking_lin_vel"]) < 0.4
+  state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+  np.testing.assert_array_equal(np.asarray(state.info["tracked_velocity"]), np.zeros(3))
+  assert "tracked_velocity" not in jax.eval_shape(joystick.Joystick().reset, jax.random.PRNGKey(0)).info
+  config.reward_config.tracking_filter_s = -0.1
+  with pytest.raises(configs.ConfigError, match="tracking_filter_s"):
+    joystick.Joystick(config=config)

@@ -175,6 +175,10 @@ class StepContext:
     phase: gait phase (radians) of the state reached by this step.
     recovering: 1 within `push_config.recovery_s` of a kick, else 0 (the
       reward may waive the gait's terms; privileged, never observed).
+    velocity: the trunk's (vx, vy, yaw rate) that the tracking terms judge:
+      the readings' local velocity and yaw rate averaged over
+      `reward_config.tracking_filter_s` (`tracked_velocity`); None: this
+      step's readings.
   """
 
   command: jax.Array
@@ -185,6 +189,7 @@ class StepContext:
   terminated: jax.Array
   phase: jax.Array
   recovering: jax.Array | float = 0.0
+  velocity: jax.Array | None = None
 
   @classmethod
   def idle(cls, command: jax.Array, phase: jax.Array | float = 0.0) -> StepContext:
@@ -198,6 +203,27 @@ class StepContext:
       terminated=jp.array(False),
       phase=jp.asarray(phase, jp.float32),
     )
+
+
+def instant_velocity(readings: Readings) -> jax.Array:
+  """The trunk's (vx, vy) in its local frame and its yaw rate, as measured this step."""
+  return jp.concatenate([readings.local_linvel[:2], readings.gyro[2:3]])
+
+
+def tracked_velocity(previous: jax.Array, readings: Readings, dt: float, filter_s: float) -> jax.Array:
+  """`previous` moved toward this step's `instant_velocity` by a first-order low-pass of time constant `filter_s`.
+
+  A walking trunk's velocity swings within each step (the duck's weight
+  shifts from foot to foot: about 0.1 m/s rms sideways at a 0.1 m/s walk);
+  judged instantaneously, that swing outweighs the speed itself. Averaged
+  over a fraction of a gait period, what is left is the speed. `filter_s`
+  0 returns this step's velocity.
+  """
+  now = instant_velocity(readings)
+  if filter_s <= 0.0:
+    return now
+  alpha = 1.0 - float(np.exp(-dt / filter_s))
+  return previous + alpha * (now - previous)
 
 
 def add_noise(readings: Readings, key: jax.Array, scales: Mapping[str, Any], level: float) -> Readings:

@@ -281,6 +281,11 @@ class OpenDuckMiniV2Env(MjxEnv):
     if not isinstance(config.get("critic_kick", False), bool):
       raise configs.ConfigError(f"critic_kick must be true or false, got {config.critic_kick!r}")
     self._kicks = KickSettings.of_config(config.push_config)
+    filter_s = config.reward_config.get("tracking_filter_s", 0.0)
+    if isinstance(filter_s, bool) or not isinstance(filter_s, int | float) or filter_s < 0.0:
+      raise configs.ConfigError(
+        f"reward_config.tracking_filter_s must be 0 (off) or positive seconds, got {filter_s!r}"
+      )
     super().__init__(config)
     self._task = task
     self._mj_model = load_model(task, servo_profile=servos.name_of(self._config))
@@ -413,6 +418,9 @@ class OpenDuckMiniV2Env(MjxEnv):
     if self._critic_kick:
       # The last kick's world-frame velocity change (the critic's `kick_velocity`).
       info["last_kick"] = jp.zeros(2)
+    if self._tracking_filter_s:
+      # The trunk's filtered (vx, vy, yaw rate) that the tracking terms judge; at rest at a reset.
+      info["tracked_velocity"] = jp.zeros(3)
     if self._kicks.kicked_start_share:
       # A perturbed start: kicked at the first control step.
       kicked = jax.random.uniform(jax.random.fold_in(rng, 2), ()) < self._kicks.kicked_start_share
@@ -608,6 +616,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       terminated=terminated,
       phase=info["phase"],
       recovering=(info["since_push"] < self._recovery_steps).astype(jp.float32) if self._recovery_steps else 0.0,
+      velocity=info.get("tracked_velocity"),
     )
     terms = self.compute_rewards(readings, step)
     scales = self.reward_scales()
@@ -655,6 +664,10 @@ class OpenDuckMiniV2Env(MjxEnv):
     rate = info.get("gait_rate", 1.0)  # this episode's clock (`gait_frequency_spread`)
     info["phase"] = jp.mod(info["phase"] + 2 * jp.pi * self.gait_frequency * rate * self.dt, 2 * jp.pi)
     info["step"] = info["step"] + 1
+    if "tracked_velocity" in info:
+      info["tracked_velocity"] = observations.tracked_velocity(
+        info["tracked_velocity"], readings, self.dt, self._tracking_filter_s
+      )
     return info, first_contact
 
   # ---- Helpers.
@@ -662,6 +675,11 @@ class OpenDuckMiniV2Env(MjxEnv):
   def _command_interval(self, rng: jax.Array) -> jax.Array:
     lo, hi = self._config.command_config.resample_interval
     return jp.round(jax.random.uniform(rng, (), minval=lo, maxval=hi) / self.dt).astype(jp.int32)
+
+  @property
+  def _tracking_filter_s(self) -> float:
+    """Time constant (s) of the trunk velocity the tracking terms judge (0: each step's own)."""
+    return float(self._config.reward_config.get("tracking_filter_s", 0.0))
 
   @property
   def _recovery_steps(self) -> int:
