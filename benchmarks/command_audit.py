@@ -110,7 +110,7 @@ def main() -> None:
   velocity, up = np.stack(velocities, axis=1), np.stack(up, axis=1)  # [n, T, 2], [n, T]
   counted = np.maximum(up.sum(axis=1), 1)[:, None]
   mean = (velocity * up[..., None]).sum(axis=1) / counted  # [n, 2]
-  # Each episode's swing of its velocity about its own mean: what an instantaneous tracking kernel sees besides the speed.
+  # Each episode's swing about its own mean: what a per-step tracking kernel sees besides the speed.
   sway = np.sqrt((np.square(velocity - mean[:, None]) * up[..., None]).sum(axis=1) / counted)  # [n, 2]
   results = {}
   for g, value in enumerate(shown):
