@@ -44,15 +44,6 @@ OVERRIDES = ("reference.feedforward=False", "push_config.enable=False")
 SETTLE_S = 1.0
 
 
-def heading_velocity(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
-  """Planar velocity ([n, 2]: forward, left) of each trunk in its heading frame, from the free
-  joint's quaternion (w, x, y, z)."""
-  w, x, y, z = (qpos[:, 3 + i] for i in range(4))
-  yaw = np.arctan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
-  c, s = np.cos(yaw), np.sin(yaw)
-  return np.stack([c * qvel[:, 0] + s * qvel[:, 1], -s * qvel[:, 0] + c * qvel[:, 1]], axis=-1)
-
-
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("policy", help=".onnx policy file (the runtime's inputs; it adds its own gait)")
@@ -71,6 +62,7 @@ def main() -> None:
   import jax
   import jax.numpy as jp
 
+  from playground.common.evaluation.player import heading_velocity
   from playground.open_duck_mini_v2.evaluation import policy_io
   from playground.open_duck_mini_v2.model import observations
   from playground.open_duck_mini_v2.model import servos
@@ -105,7 +97,7 @@ def main() -> None:
         terms[name[7:]] += np.asarray(value) * alive
     alive &= ~np.asarray(state.done, bool)
     if t >= settle:
-      velocities.append(heading_velocity(np.asarray(state.data.qpos), np.asarray(state.data.qvel)))
+      velocities.append(heading_velocity(np.asarray(state.data.qpos), np.asarray(state.data.qvel))[:, :2])
       up.append(alive.copy())
   velocity, up = np.stack(velocities, axis=1), np.stack(up, axis=1)  # [n, T, 2], [n, T]
   counted = np.maximum(up.sum(axis=1), 1)[:, None]

@@ -56,7 +56,7 @@ def test_the_heading_frame_velocity_is_mujocos_own():
     yaw = math.atan2(x_axis[1], x_axis[0])
     c, s = math.cos(yaw), math.sin(yaw)
     expected = [c * res[3] + s * res[4], -s * res[3] + c * res[4], res[2]]
-    measured = player._heading_velocity(data.qpos[None], data.qvel[None])[0]
+    measured = player.heading_velocity(data.qpos[None], data.qvel[None])[0]
     np.testing.assert_allclose(measured, expected, atol=1e-9)
 
 

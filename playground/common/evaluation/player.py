@@ -160,7 +160,7 @@ def _policy_input(obs: Any) -> np.ndarray:
   return np.asarray(obs["state"] if isinstance(obs, dict) else obs, np.float32)
 
 
-def _heading_velocity(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
+def heading_velocity(qpos: np.ndarray, qvel: np.ndarray) -> np.ndarray:
   """[n, 3] vx, vy in the trunk's heading frame and the yaw rate, from a free joint's qpos/qvel."""
   w, x, y, z = qpos[:, 3], qpos[:, 4], qpos[:, 5], qpos[:, 6]
   yaw = np.arctan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
@@ -293,7 +293,7 @@ def play(
     ok = running & ~fell
     end_xy[ok] = qpos[ok, 0:2]
     measured = ok & (t + 1 > settle)
-    vel = _heading_velocity(qpos, qvel)
+    vel = heading_velocity(qpos, qvel)
     q, dq = qpos[:, act_qpos], qvel[:, act_dof]
     near = limited & ((q < jnt_range[:, 0] + JOINT_LIMIT_MARGIN) | (q > jnt_range[:, 1] - JOINT_LIMIT_MARGIN))
     meter.add(
