@@ -266,6 +266,30 @@ def test_the_preset_reward_ranks_a_catching_step_above_a_fall():
   assert result["margin"] > 1.0, result
 
 
+def test_the_command_audit_judges_at_the_true_command_what_the_file_does_for_the_shown_one():
+  """`benchmarks/command_audit`: the fixture walker, judged at a 0.5 rad/s turn, shown 0 (it does not
+  turn: the yaw-rate term pays little) or 1.0 rad/s (it turns: the term pays more), as JSON."""
+  import json
+  import subprocess
+  import sys
+
+  from helpers import REPO_ROOT
+  from helpers import subprocess_env
+
+  walker = REPO_ROOT / "tests" / "fixtures" / "walker" / "policy.onnx"
+  command = [sys.executable, "-m", "benchmarks.command_audit", str(walker), "--axis", "yaw", "--command", "0.5"]
+  command += ["--shown", "0", "1.0", "--models", "2", "--seconds", "3"]
+  done = subprocess.run(command, capture_output=True, text=True, timeout=600, env=subprocess_env(), cwd=REPO_ROOT)
+  assert done.returncode == 0, done.stderr[-2000:]
+  report = json.loads(done.stdout)
+  assert report["axis"] == "yaw" and report["true_yaw"] == 0.5
+  still, turning = report["results"]["shown 0"], report["results"]["shown 1"]
+  assert still["falls"] == turning["falls"] == 0, report
+  assert abs(still["yaw_rate_rps"]) < 0.15 < 0.3 < turning["yaw_rate_rps"], report
+  ang = lambda r: r["terms_per_s"]["tracking_ang_vel"]  # noqa: E731
+  assert ang(turning) > ang(still) + 0.5, report
+
+
 def test_stand_still_pulls_the_legs_to_the_configured_stance():
   """`reward_config.stand_pose`: stand_still charges the L1 distance of the leg joints from home plus
   the stance (0 in the stance, its L1 size at home); an offset beyond the residual's reach is refused."""

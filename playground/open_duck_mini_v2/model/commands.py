@@ -42,6 +42,18 @@ def walks(command_config: Mapping[str, Any]) -> bool:
   return CONFIG_KEYS[0] in command_config
 
 
+def single_axis_prob(command_config: Mapping[str, Any]) -> float:
+  """The share of velocity commands on one axis only (`single_axis_prob`, default 0).
+
+  Raises:
+    ValueError: the value is not a probability in [0, 1].
+  """
+  value = command_config.get("single_axis_prob", 0.0)
+  if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
+    raise ValueError(f"command_config.single_axis_prob must be a probability in [0, 1], got {value!r}")
+  return float(value)
+
+
 def ranges(command_config: Mapping[str, Any]) -> list[tuple[float, float]]:
   """(low, high) of each command a task trains with; (0, 0) for the velocities of a task that stands."""
   keys = CONFIG_KEYS if walks(command_config) else CONFIG_KEYS[HEAD]
@@ -58,16 +70,28 @@ def sample(rng: jax.Array, command_config: Any) -> jax.Array:
   """One episode segment's command [7], uniform in each range.
 
   A share `zero_command_prob` of the velocity commands and `zero_head_prob`
-  of the head commands are zero; a task that stands has zero velocity.
+  of the head commands are zero; a task that stands has zero velocity. A
+  share `single_axis_prob` (default 0) of the velocity commands moves on one
+  axis only, forward, sideways or turning with equal odds: the pure walks,
+  side steps and turns that a joystick sends and the scorecard plays, which
+  three uniform draws almost never give. At 0 the draws are those of
+  configs without the key.
   """
   c = command_config
   if walks(c):
+    single = single_axis_prob(c)
+    if single:
+      rng, axis_key, single_key = jax.random.split(rng, 3)
     keys = jax.random.split(rng, SIZE + 2)
     bounds = [c[k] for k in CONFIG_KEYS]
     values = jp.array([jax.random.uniform(k, (), minval=lo, maxval=hi) for k, (lo, hi) in zip(keys[:SIZE], bounds)])
     zero_vel = jax.random.bernoulli(keys[SIZE], c.zero_command_prob)
     zero_head = jax.random.bernoulli(keys[SIZE + 1], c.zero_head_prob)
-    mask = jp.concatenate([jp.full(3, ~zero_vel), jp.full(4, ~zero_head)])
+    velocity = jp.full(3, ~zero_vel)
+    if single:
+      axis = jax.random.randint(axis_key, (), 0, 3)
+      velocity &= jp.where(jax.random.bernoulli(single_key, single), jp.arange(3) == axis, True)
+    mask = jp.concatenate([velocity, jp.full(4, ~zero_head)])
     return values * mask
   head_keys = CONFIG_KEYS[HEAD]
   keys = jax.random.split(rng, len(head_keys) + 1)

@@ -28,6 +28,7 @@ from playground.common.tasks import kicks
 from playground.common.tasks import randomize
 from playground.common.tasks.observation_layout import ObservationLayout
 from playground.common.train import backend
+from playground.open_duck_mini_v2.model import commands
 from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.model import observations
 from playground.open_duck_mini_v2.model import servos
@@ -281,6 +282,11 @@ class OpenDuckMiniV2Env(MjxEnv):
     if not isinstance(config.get("critic_kick", False), bool):
       raise configs.ConfigError(f"critic_kick must be true or false, got {config.critic_kick!r}")
     self._kicks = KickSettings.of_config(config.push_config)
+    if commands.walks(config.command_config):
+      try:
+        commands.single_axis_prob(config.command_config)
+      except ValueError as e:
+        raise configs.ConfigError(str(e)) from None
     filter_s = config.reward_config.get("tracking_filter_s", 0.0)
     if isinstance(filter_s, bool) or not isinstance(filter_s, int | float) or filter_s < 0.0:
       raise configs.ConfigError(

@@ -41,6 +41,7 @@ def default_config() -> config_dict.ConfigDict:
       ang_vel_yaw=(-1.0, 1.0),  # rad/s
       **commands.HEAD_RANGES,  # rad, offsets added to the home pose
       zero_command_prob=0.2,  # share of zero velocity commands
+      single_axis_prob=0.0,  # share of velocity commands on one axis only (pure walk, side step or turn)
       zero_head_prob=0.5,  # share of zero head commands
       resample_interval=(4.0, 8.0),  # s
     )
