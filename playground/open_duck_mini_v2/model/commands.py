@@ -18,6 +18,8 @@ from typing import Any
 import jax
 import jax.numpy as jp
 
+from playground.common import configs
+
 NAMES = ("vx", "vy", "yaw_rate", "neck_pitch", "head_pitch", "head_yaw", "head_roll")
 SIZE = len(NAMES)
 #: Each command's range key in a task's `command_config`.
@@ -46,11 +48,11 @@ def single_axis_prob(command_config: Mapping[str, Any]) -> float:
   """The share of velocity commands on one axis only (`single_axis_prob`, default 0).
 
   Raises:
-    ValueError: the value is not a probability in [0, 1].
+    ConfigError: the value is not a probability in [0, 1].
   """
   value = command_config.get("single_axis_prob", 0.0)
   if isinstance(value, bool) or not isinstance(value, int | float) or not 0.0 <= value <= 1.0:
-    raise ValueError(f"command_config.single_axis_prob must be a probability in [0, 1], got {value!r}")
+    raise configs.ConfigError(f"command_config.single_axis_prob must be a probability in [0, 1], got {value!r}")
   return float(value)
 
 
