@@ -106,17 +106,27 @@ def test_the_default_profiles_randomization_draws_what_it_drew_before():
     np.testing.assert_array_equal(np.asarray(getattr(old, name)), np.asarray(getattr(new, name)), err_msg=name)
   # Damping and force limits stay the model's own (one copy for all envs, float64 in MuJoCo C).
   assert in_axes.dof_damping is None and in_axes.actuator_forcerange is None
-  # c001: damping and force limits drawn per env within the profile's ranges.
+  # c001: one gear factor g per env for all its servos (kp, torque x g; damping, armature x g²),
+  # each servo within the per-servo ranges around it.
   c001 = servos.select(config, "c001")
   fn = randomize.make_randomization_fn(mj_model, targets, servos.domain_randomization(c001))
-  drawn, in_axes = fn(model, keys)
+  drawn, in_axes = fn(model, jax.random.split(jax.random.PRNGKey(3), 16))
   assert in_axes.dof_damping == 0 and in_axes.actuator_forcerange == 0
   dof = mj_model.jnt_dofadr[mj_model.actuator_trnid[:, 0]]
+  legs = [constants.ACTUATOR_NAMES.index(name) for name in constants.LEG_JOINT_NAMES]
   damping = np.asarray(drawn.dof_damping)[:, dof] / mj_model.dof_damping[dof]
   force = np.asarray(drawn.actuator_forcerange)[:, :, 1] / mj_model.actuator_forcerange[:, 1]
+  armature = np.asarray(drawn.dof_armature)[:, dof] / mj_model.dof_armature[dof]
+  kp = np.asarray(drawn.actuator_gainprm)[:, legs, 0] / mj_model.actuator_gainprm[legs, 0]
   p = servos.profile("c001")
-  assert p.damping_range[0] - 1e-6 <= damping.min() < damping.max() <= p.damping_range[1] + 1e-6
-  assert p.torque_range[0] - 1e-6 <= force.min() < force.max() <= p.torque_range[1] + 1e-6
+  gear = np.sqrt(armature.mean(axis=1) / 1.025)  # the generic armature draw is x1-1.05
+  assert p.gear_range[0] * 0.98 < gear.min() < 1.8 < 2.1 < gear.max() < p.gear_range[1] * 1.02
+  g = gear[:, None]
+  assert p.torque_range[0] * 0.97 <= (force / g).min() and (force / g).max() <= p.torque_range[1] * 1.03
+  assert p.damping_range[0] * 0.94 <= (damping / g**2).min() and (damping / g**2).max() <= p.damping_range[1] * 1.06
+  assert 0.87 <= (kp / g).min() and (kp / g).max() <= 1.13  # the generic kp draw, x0.9-1.1
+  # No servo livelier than the identified one: kp / damping at most 1.1 / (0.9 x 1.6) of its.
+  assert (kp / damping[:, legs]).max() < 0.8
 
 
 def test_the_servo_flag_changes_the_simulated_servos_and_speed_limit():

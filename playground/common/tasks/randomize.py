@@ -38,7 +38,7 @@ RANDOMIZED_FIELDS = (
   "actuator_biasprm",
 )
 #: The model fields it also writes when their ranges (`damping_scale`,
-#: `forcerange_scale`) are not (1, 1); otherwise every env shares the model's.
+#: `forcerange_scale`, `gear_scale`) are not (1, 1); otherwise every env shares the model's.
 SERVO_FIELDS = ("dof_damping", "actuator_forcerange")
 
 
@@ -69,6 +69,14 @@ def default_config() -> config_dict.ConfigDict:
       forcerange_scale=(1.0, 1.0),  # x servo force limit
     )
   )
+
+
+#: Config key (not in `default_config`; a servo profile adds it, see
+#: `open_duck_mini_v2.model.servos`): (low, high) of one gear factor g drawn
+#: per env for all its servos at once, as if each were the identified servo
+#: behind a gearbox g times slower: kp and force limit x g, joint damping and
+#: armature x g² (reflected through the gearbox), on top of the per-servo draws.
+GEAR_SCALE = "gear_scale"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -126,6 +134,8 @@ def make_randomization_fn(
   # Runs recorded before these ranges have none.
   damping_scale = tuple(float(x) for x in c.get("damping_scale", (1.0, 1.0)))
   forcerange_scale = tuple(float(x) for x in c.get("forcerange_scale", (1.0, 1.0)))
+  gear_scale = tuple(float(x) for x in c.get(GEAR_SCALE, (1.0, 1.0)))
+  geared = gear_scale != (1.0, 1.0)
 
   def sample(model: mjx.Model, key: jax.Array) -> dict[str, jax.Array]:
     k = jax.random.split(key, 9)
@@ -148,6 +158,11 @@ def make_randomization_fn(
     kp = model.actuator_gainprm[act_ids, 0] * u(k[7], c.kp_scale, (n_act,))
     if head.any():
       kp = kp * jp.where(head, u(k[8], c.head_kp_scale, (n_act,)), 1.0)
+    # One gear factor per env, from a key of its own (the draws above stay those of configs before it).
+    gear = u(jax.random.fold_in(key, 10), gear_scale) if geared else 1.0
+    if geared:
+      kp = kp * gear
+      dof_armature = dof_armature.at[dof_ids].multiply(gear**2)
     gainprm = model.actuator_gainprm.at[act_ids, 0].set(kp)
     # A servo whose zero is off by `offset` pushes towards ctrl + offset:
     # force = kp * ctrl + kp * offset - kp * q.
@@ -156,10 +171,11 @@ def make_randomization_fn(
     fields = {}
     # Drawn from keys of their own, so the draws above stay those of configs before them.
     k_damping, k_force = jax.random.split(jax.random.fold_in(key, 9))
-    if damping_scale != (1.0, 1.0):
-      fields["dof_damping"] = model.dof_damping.at[dof_ids].multiply(u(k_damping, damping_scale, (n_act,)))
-    if forcerange_scale != (1.0, 1.0):
-      force = u(k_force, forcerange_scale, (n_act,))
+    if damping_scale != (1.0, 1.0) or geared:
+      damping = u(k_damping, damping_scale, (n_act,)) * gear**2
+      fields["dof_damping"] = model.dof_damping.at[dof_ids].multiply(damping)
+    if forcerange_scale != (1.0, 1.0) or geared:
+      force = u(k_force, forcerange_scale, (n_act,)) * gear
       fields["actuator_forcerange"] = model.actuator_forcerange.at[act_ids].multiply(force[:, None])
     return dict(
       geom_friction=geom_friction,

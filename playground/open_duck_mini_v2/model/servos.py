@@ -45,8 +45,11 @@ class ServoProfile:
 
   The leg servos get `kp`; the head servos `kp` times the MJCF's head/leg gain
   ratio (the runtime's P coefficient 8 against 30). Each `*_range` is a
-  (low, high) factor drawn per env on top of the generic domain randomization
-  (`randomize.default_config`): (1, 1) where the value was identified.
+  (low, high) factor drawn per env and servo on top of the generic domain
+  randomization (`randomize.default_config`): (1, 1) where the value was
+  identified. `gear_range` is drawn once per env for all its servos
+  (`randomize.GEAR_SCALE`): the identified servo behind a gearbox g times
+  slower, kp and torque x g, damping and armature x g².
   """
 
   name: str
@@ -75,6 +78,8 @@ class ServoProfile:
   armature_range: tuple[float, float] = (1.0, 1.0)
   #: x `max_torque`, per env.
   torque_range: tuple[float, float] = (1.0, 1.0)
+  #: gear factor g, one per env for every servo: kp, torque x g; damping, armature x g².
+  gear_range: tuple[float, float] = (1.0, 1.0)
 
 
 #: Feetech STS3215 at 7.4 V, identified by the Open Duck project with BAM
@@ -118,19 +123,22 @@ _STS3215_12V = ServoProfile(
 )
 
 # Feetech STS3215-C001 (1:345 gearbox): about 2.7 rad/s at 7.4 V
-# (Open_Duck_Mini#48). Nothing else about it is identified: the nominal values
-# are the 7.4 V servo's. If it is that servo behind a gearbox 5.24/2.7 = 1.94x
-# slower, its kp and torque are up to 1.94x, damping and armature up to 1.94² = 3.8x.
-_C001_GEAR = 5.24 / 2.7
+# (Open_Duck_Mini#48). Nothing else about it is identified: it is modelled as
+# the identified 7.4 V servo behind a slower gearbox. The speeds give a factor
+# 5.24/2.7 = 1.94; the catalogue's faster variants (1:191 and 1:147, the issue
+# above) give 345/191 = 1.81 and 345/147 = 2.35. One factor per duck from 1.6
+# to 2.35 (all its servos are one model): kp and torque x g, damping and
+# armature x g², so a duck's servos are slow and heavily damped together, as a
+# gearbox makes them; each servo varies around it by the generic draws and
+# +-10% damping and torque.
 _C001 = dataclasses.replace(
   _STS3215_7V4,
   name="c001",
   description="Feetech STS3215-C001, 7.4 V (1:345 gearbox): about 2.7 rad/s; not identified",
   max_velocity=2.7,
-  kp_range=(0.8, _C001_GEAR),
-  damping_range=(0.8, _C001_GEAR**2),
-  armature_range=(1.0, _C001_GEAR**2),
-  torque_range=(0.8, _C001_GEAR),
+  damping_range=(0.9, 1.1),
+  torque_range=(0.9, 1.1),
+  gear_range=(1.6, 345 / 147),
 )
 
 #: Every profile by name.
@@ -192,7 +200,8 @@ def domain_randomization(config: Any) -> config_dict.ConfigDict:
 
   Each servo range of the config (`kp_scale`, `armature_scale`, `damping_scale`,
   `forcerange_scale`) is multiplied by the profile's (`kp_range`, ...), end by
-  end. The default profile's are all (1, 1): it leaves every range as it is.
+  end, and the profile's `gear_range` becomes `randomize.GEAR_SCALE` (absent
+  when (1, 1)). The default profile's are all (1, 1): it leaves every range as it is.
   """
   servo = of_config(config)
   out = config_dict.ConfigDict(config.domain_randomization.to_dict())
@@ -204,4 +213,6 @@ def domain_randomization(config: Any) -> config_dict.ConfigDict:
   ):
     low, high = out.get(key, (1.0, 1.0))
     out[key] = (float(low) * factor[0], float(high) * factor[1])
+  if tuple(servo.gear_range) != (1.0, 1.0):
+    out["gear_scale"] = tuple(float(x) for x in servo.gear_range)
   return out
