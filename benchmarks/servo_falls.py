@@ -27,8 +27,6 @@ import numpy as np
 from benchmarks.common import emit
 from benchmarks.common import machine
 
-logger = logging.getLogger("playground")
-
 #: The scorecard entries played: walking and turning, no pushes, not standing.
 ENTRIES = (
   "forward_0.15",
@@ -124,9 +122,10 @@ def main() -> None:
   by_quartile = {}
   for name in features[0]:
     x = np.array([f[name] for f in features])
-    bins = np.digitize(x, np.quantile(x, [0.25, 0.5, 0.75]))
+    edges_q = np.quantile(x, [0.25, 0.5, 0.75])
+    bins = np.digitize(x, edges_q)
     by_quartile[name] = {
-      "quartile_edges": [round(float(q), 3) for q in np.quantile(x, [0.25, 0.5, 0.75])],
+      "quartile_edges": [round(float(q), 3) for q in edges_q],
       "fall_share": [round(float(fell[bins == b].mean()), 3) for b in range(4)],
       "mean_fell": round(float(x[fell].mean()), 3) if fell.any() else None,
       "mean_stood": round(float(x[~fell].mean()), 3),

@@ -159,8 +159,9 @@ def make_randomization_fn(
     if head.any():
       kp = kp * jp.where(head, u(k[8], c.head_kp_scale, (n_act,)), 1.0)
     # One gear factor per env, from a key of its own (the draws above stay those of configs before it).
-    gear = u(jax.random.fold_in(key, 10), gear_scale) if geared else 1.0
+    gear = 1.0
     if geared:
+      gear = u(jax.random.fold_in(key, 10), gear_scale)
       kp = kp * gear
       dof_armature = dof_armature.at[dof_ids].multiply(gear**2)
     gainprm = model.actuator_gainprm.at[act_ids, 0].set(kp)
