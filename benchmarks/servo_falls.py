@@ -57,6 +57,7 @@ def main() -> None:
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s", datefmt="%H:%M:%S")
 
   from playground.common import configs
+  from playground.common.evaluation.scorecard import HOLD_CAUSE
   from playground.open_duck_mini_v2.evaluation import player
   from playground.open_duck_mini_v2.evaluation import policy_io
   from playground.open_duck_mini_v2.evaluation import scorecard
@@ -141,6 +142,9 @@ def main() -> None:
       "entries": list(ENTRIES),
       "episodes": n,
       "falls": int(fell.sum()),
+      # Of those, ducks already down when the runtime's start-up hold ended (no policy acted yet).
+      "falls_in_hold": int(sum(e["fall_cause"] == HOLD_CAUSE for e in card["episodes"])),
+      "falls_by_entry": {c.name: sum(e["fell"] for e in card["episodes"] if e["command"] == c.name) for c in commands},
       "conditions": "the scorecard's walking and turning entries, no pushes; randomized models, noise and delays",
       "machine": machine(),
       "by_kp_per_damping": by_ratio,

@@ -14,12 +14,15 @@ import numpy as np
 import pytest
 from helpers import write_policy
 
+from playground.common.evaluation import scorecard as scorecard_common
+from playground.common.evaluation.scorecard import headline_line
 from playground.common.evaluation.scorecard import table
 from playground.common.export import onnx_graph
 from playground.open_duck_mini_v2.evaluation import player
 from playground.open_duck_mini_v2.evaluation import policy_io
 from playground.open_duck_mini_v2.evaluation import runtime
 from playground.open_duck_mini_v2.evaluation import scorecard
+from playground.open_duck_mini_v2.model import constants
 from playground.open_duck_mini_v2.model import observations
 from playground.open_duck_mini_v2.model import robot_model
 from playground.open_duck_mini_v2.model import servos
@@ -226,3 +229,35 @@ def test_runtime_and_env_headlines_agree_on_a_trained_policy():
   assert abs(env["vx_at_0.1"] - rt["vx_at_0.1"]) < 0.015
   assert abs(env["yaw_rate_at_0.5"] - rt["yaw_rate_at_0.5"]) < 0.06
   assert abs(env["tracking_error_mps"] - rt["tracking_error_mps"]) < 0.015
+
+
+def test_a_duck_down_before_the_policy_acts_is_the_start_up_holds_fall_not_the_policys(tmp_path):
+  """Statue, C001 servos, trunk mass 5 cm off: the duck whose mass sits furthest back tips over
+  while the runtime holds the home pose. The runtime card names that fall `start-up hold` (0 s
+  survived, counted in `falls_in_hold`); the duck with its mass furthest forward stands. The env
+  source has no hold: the same back-heavy duck tips over after the policy starts acting (about
+  1.3 s), and that fall is the policy's."""
+  from benchmarks.statue import write_statue
+
+  statue = write_statue(tmp_path / "statue.onnx")
+  config = servos.select(env_class("joystick").default_config(), "c001")
+  config.domain_randomization.com_offset = 0.05
+  nominal = robot_model.load_model("flat_terrain")
+  root = nominal.body(constants.ROOT_BODY).id
+  keys = jax.random.split(jax.random.PRNGKey(0), 64)
+  offsets = [m.body_ipos[root, 0] - nominal.body_ipos[root, 0] for m in player.randomized_models(nominal, config, keys)]
+  back, front = int(np.argmin(offsets)), int(np.argmax(offsets))
+  assert offsets[back] < -0.04 and offsets[front] > 0.04
+  stand = _suite("stand", duration=4.0)
+  cards = {
+    src: scorecard.score(
+      statue, config.to_dict(), seeds=2, commands=stand, model_keys=np.asarray(keys)[[back, front]], source=src
+    )
+    for src in player.SOURCES
+  }
+  held, env = cards["runtime"]["episodes"], cards["env"]["episodes"]
+  assert held[0]["fall_cause"] == scorecard_common.HOLD_CAUSE and held[0]["survival_s"] == 0.0, table(cards["runtime"])
+  assert not held[1]["fell"], table(cards["runtime"])
+  assert cards["runtime"]["headline"]["falls_in_hold"] == 1 and "start-up hold" in headline_line(cards["runtime"])
+  assert env[0]["fell"] and env[0]["fall_cause"] != scorecard_common.HOLD_CAUSE and env[0]["survival_s"] > 0
+  assert cards["env"]["headline"]["falls_in_hold"] == 0

@@ -24,8 +24,11 @@ DURATION_S = 8.0
 #: Seconds from the start of an episode before its velocities count.
 SETTLE_S = 1.0
 #: Why an episode ended early: the trunk tipped or sank, the state or the
-#: action became non-finite, or (the generic player) the env ended it.
-FALL_CAUSES = ("tipped", "sank", "non-finite state", "non-finite action", "terminated")
+#: action became non-finite, (the generic player) the env ended it, or (a
+#: robot runtime's loop) the duck was already down when the runtime's start-up
+#: hold ended, before the policy acted (`HOLD_CAUSE`).
+HOLD_CAUSE = "start-up hold"
+FALL_CAUSES = ("tipped", "sank", "non-finite state", "non-finite action", "terminated", HOLD_CAUSE)
 #: Tracking errors compare velocities averaged over this trailing window: a
 #: walking gait's velocity swings within each period, and that sway is not a
 #: tracking error (instantaneous errors ranked standing above walking).
@@ -189,6 +192,8 @@ def summarize(episodes: list[dict[str, Any]], commands: Sequence[Command], windo
   headline = {
     "falls": int(sum(c["falls"] for c in walk.values())),
     "episodes": int(sum(c["episodes"] for c in walk.values())),
+    # Of those, the ducks already down before the policy acted (no policy can catch them).
+    "falls_in_hold": int(sum(c["fall_causes"].get(HOLD_CAUSE, 0) for c in walk.values())),
     "tracking_error_mps": round(_mean([c["lin_vel_error_mps"] for c in moving]), 4),
     "yaw_rate_error_radps": round(_mean([c["yaw_rate_error_radps"] for c in moving]), 4),
   }
@@ -270,8 +275,10 @@ def table(card: dict[str, Any]) -> str:
 def headline_line(card: dict[str, Any]) -> str:
   """One line: falls, mean tracking error, speed at the 0.1 m/s command."""
   h = card["headline"]
+  held = h.get("falls_in_hold", 0)  # cards written before the key have none
+  in_hold = f" ({held} down in the start-up hold, before the policy acted)" if held else ""
   parts = [
-    f"falls {h['falls']}/{h['episodes']}",
+    f"falls {h['falls']}/{h['episodes']}{in_hold}",
     f"velocity tracking error {h['tracking_error_mps']:.3f} m/s",
     f"yaw-rate error {h['yaw_rate_error_radps']:.2f} rad/s",
   ]

@@ -16,7 +16,10 @@ observation; `act`, the servos' control for this period's actions; and
 Two implementations of one contract: where they disagree on a policy's
 card, one of them is wrong. An episode ends as a failure when the trunk
 tips past `termination.min_up_z`, sinks below `termination.min_base_height`,
-the state becomes non-finite, or the policy returns a non-finite action.
+the state becomes non-finite, or the policy returns a non-finite action. In
+the runtime's loop a duck that is already tipped or sunk when the start-up
+hold ends is down before the policy acted: its cause is `HOLD_CAUSE` and its
+survival 0 s, so a card tells the policy's falls from the hold's.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from mujoco import mjx
 from playground.common.evaluation.player import JOINT_LIMIT_MARGIN
 from playground.common.evaluation.player import EpisodeMeter
 from playground.common.evaluation.player import episode_records
+from playground.common.evaluation.scorecard import HOLD_CAUSE
 from playground.common.evaluation.scorecard import SETTLE_S
 from playground.common.evaluation.scorecard import Command
 from playground.common.tasks import randomize
@@ -285,9 +289,18 @@ def play(
   jnt_qpos = np.stack([m.jnt_qposadr[m.actuator_trnid[:, 0]] for m in models])
   legs = [constants.ACTUATOR_NAMES.index(name) for name in constants.LEG_JOINT_NAMES]  # the gait's joints
   term = config.termination
-  alive = np.ones(n, bool)
-  cause = [""] * n
-  survival = steps_of * dt
+
+  def down() -> tuple[np.ndarray, np.ndarray]:
+    """(tipped, sank) of every duck now."""
+    up_z = np.array([d.site_xmat[imu].reshape(3, 3)[2, 2] for d in datas])
+    feet_z = np.array([min(sensor(d, s)[2] for s in constants.FEET_POS_SENSORS) for d in datas])
+    height = np.array([d.xpos[root, 2] for d in datas]) - feet_z
+    return up_z < term.min_up_z, height < term.min_base_height
+
+  # Ducks already down when the runtime's start-up hold ends never meet the policy.
+  alive = ~np.logical_or(*down()) if source == "runtime" else np.ones(n, bool)
+  cause = ["" if a else HOLD_CAUSE for a in alive]
+  survival = np.where(alive, steps_of * dt, 0.0)
   start_xy = np.stack([d.xpos[root, :2].copy() for d in datas])
   end_xy = start_xy.copy()
   last_action = np.zeros((n, len(ids.home_ctrl)), np.float32)
@@ -326,15 +339,8 @@ def play(
       mujoco.mj_step(models[i], datas[i], nstep=env.n_substeps)
     obs = src.observe(datas, action)
     finite = np.array([np.isfinite(d.qpos).all() and np.isfinite(d.qvel).all() for d in datas])
-    up_z = np.array([d.site_xmat[imu].reshape(3, 3)[2, 2] for d in datas])
-    feet_z = np.array([min(sensor(d, s)[2] for s in constants.FEET_POS_SENSORS) for d in datas])
-    height = np.array([d.xpos[root, 2] for d in datas]) - feet_z
-    reasons = {
-      "non-finite action": bad,
-      "non-finite state": ~finite,
-      "tipped": up_z < term.min_up_z,
-      "sank": height < term.min_base_height,
-    }
+    tipped, sank = down()
+    reasons = {"non-finite action": bad, "non-finite state": ~finite, "tipped": tipped, "sank": sank}
     fell = np.zeros(n, bool)
     for name, hit in reasons.items():
       for i in np.flatnonzero(running & hit & ~fell):
