@@ -129,6 +129,29 @@ def test_the_default_profiles_randomization_draws_what_it_drew_before():
   assert (kp / damping[:, legs]).max() < 0.8
 
 
+def test_the_12v_servos_unknowns_are_one_value_per_duck():
+  """Supply voltage and stall torque are unknown for the 12 V servo, but the same for all of a duck's servos:
+  one kp and one torque factor per env (x0.8-1.25, x0.4-1.25), each servo within +-10% of them."""
+  mj_model = robot_model.load_model("flat_terrain")
+  config = servos.select(env_class("joystick").default_config(), "sts3215_12v")
+  ranges = servos.domain_randomization(config)
+  p = servos.profile("sts3215_12v")
+  assert tuple(ranges[randomize.DUCK_KP_SCALE]) == p.duck_kp_range == (0.8, 1.25)
+  assert tuple(ranges[randomize.DUCK_FORCERANGE_SCALE]) == p.duck_torque_range == (0.4, 1.25)
+  assert randomize.GEAR_SCALE not in ranges
+  fn = randomize.make_randomization_fn(mj_model, registry.randomization_targets(), ranges)
+  drawn, in_axes = fn(mjx.put_model(mj_model), jax.random.split(jax.random.PRNGKey(5), 32))
+  assert in_axes.actuator_forcerange == 0 and in_axes.dof_damping is None
+  legs = [constants.ACTUATOR_NAMES.index(name) for name in constants.LEG_JOINT_NAMES]
+  kp = np.asarray(drawn.actuator_gainprm)[:, legs, 0] / mj_model.actuator_gainprm[legs, 0]
+  force = np.asarray(drawn.actuator_forcerange)[:, legs, 1] / mj_model.actuator_forcerange[legs, 1]
+  for ratio, (low, high) in ((kp, p.duck_kp_range), (force, p.duck_torque_range)):
+    within = ratio.max(axis=1) / ratio.min(axis=1)  # one duck's servos: only the +-10% per-servo spread
+    assert within.max() <= 1.1 / 0.9 + 1e-6
+    duck = np.sqrt(ratio.max(axis=1) * ratio.min(axis=1))  # the duck's factor, within the per-servo spread
+    assert low * 0.9 <= duck.min() < low + 0.25 * (high - low) and high - 0.25 * (high - low) < duck.max() <= high * 1.1
+
+
 def test_the_servo_flag_changes_the_simulated_servos_and_speed_limit():
   metadata = policy_io.read_metadata(WALKER / "policy.onnx")
   own = policy_io.play_config(metadata, walker_config(), noise=False, delays=False, randomization=False)

@@ -38,7 +38,7 @@ RANDOMIZED_FIELDS = (
   "actuator_biasprm",
 )
 #: The model fields it also writes when their ranges (`damping_scale`,
-#: `forcerange_scale`, `gear_scale`) are not (1, 1); otherwise every env shares the model's.
+#: `forcerange_scale`, `gear_scale`, `duck_forcerange_scale`) are not (1, 1); otherwise every env shares the model's.
 SERVO_FIELDS = ("dof_damping", "actuator_forcerange")
 
 
@@ -77,6 +77,13 @@ def default_config() -> config_dict.ConfigDict:
 #: behind a gearbox g times slower: kp and force limit x g, joint damping and
 #: armature x g² (reflected through the gearbox), on top of the per-servo draws.
 GEAR_SCALE = "gear_scale"
+#: Config keys (not in `default_config`; a servo profile adds them): (low, high)
+#: of one factor drawn per env for all its servos at once, on the position gain
+#: (`DUCK_KP_SCALE`) and on the force limit (`DUCK_FORCERANGE_SCALE`), on top of
+#: the per-servo draws: what is unknown about a servo model (a supply voltage,
+#: a stall torque) is the same for every servo of one duck.
+DUCK_KP_SCALE = "duck_kp_scale"
+DUCK_FORCERANGE_SCALE = "duck_forcerange_scale"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,6 +143,9 @@ def make_randomization_fn(
   forcerange_scale = tuple(float(x) for x in c.get("forcerange_scale", (1.0, 1.0)))
   gear_scale = tuple(float(x) for x in c.get(GEAR_SCALE, (1.0, 1.0)))
   geared = gear_scale != (1.0, 1.0)
+  duck_kp_scale = tuple(float(x) for x in c.get(DUCK_KP_SCALE, (1.0, 1.0)))
+  duck_force_scale = tuple(float(x) for x in c.get(DUCK_FORCERANGE_SCALE, (1.0, 1.0)))
+  per_duck = duck_kp_scale != (1.0, 1.0) or duck_force_scale != (1.0, 1.0)
 
   def sample(model: mjx.Model, key: jax.Array) -> dict[str, jax.Array]:
     k = jax.random.split(key, 9)
@@ -164,6 +174,12 @@ def make_randomization_fn(
       gear = u(jax.random.fold_in(key, 10), gear_scale)
       kp = kp * gear
       dof_armature = dof_armature.at[dof_ids].multiply(gear**2)
+    # One gain and one force-limit factor per env, from keys of their own likewise.
+    duck_force = 1.0
+    if per_duck:
+      k_duck_kp, k_duck_force = jax.random.split(jax.random.fold_in(key, 11))
+      kp = kp * u(k_duck_kp, duck_kp_scale)
+      duck_force = u(k_duck_force, duck_force_scale)
     gainprm = model.actuator_gainprm.at[act_ids, 0].set(kp)
     # A servo whose zero is off by `offset` pushes towards ctrl + offset:
     # force = kp * ctrl + kp * offset - kp * q.
@@ -175,8 +191,8 @@ def make_randomization_fn(
     if damping_scale != (1.0, 1.0) or geared:
       damping = u(k_damping, damping_scale, (n_act,)) * gear**2
       fields["dof_damping"] = model.dof_damping.at[dof_ids].multiply(damping)
-    if forcerange_scale != (1.0, 1.0) or geared:
-      force = u(k_force, forcerange_scale, (n_act,)) * gear
+    if forcerange_scale != (1.0, 1.0) or geared or duck_force_scale != (1.0, 1.0):
+      force = u(k_force, forcerange_scale, (n_act,)) * gear * duck_force
       fields["actuator_forcerange"] = model.actuator_forcerange.at[act_ids].multiply(force[:, None])
     return dict(
       geom_friction=geom_friction,

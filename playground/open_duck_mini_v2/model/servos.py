@@ -49,7 +49,10 @@ class ServoProfile:
   randomization (`randomize.default_config`): (1, 1) where the value was
   identified. `gear_range` is drawn once per env for all its servos
   (`randomize.GEAR_SCALE`): the identified servo behind a gearbox g times
-  slower, kp and torque x g, damping and armature x g².
+  slower, kp and torque x g, damping and armature x g². `duck_kp_range` and
+  `duck_torque_range` are also drawn once per env for all its servos
+  (`randomize.DUCK_KP_SCALE`, `randomize.DUCK_FORCERANGE_SCALE`): what is
+  unknown about the servo model is the same for every servo of a duck.
   """
 
   name: str
@@ -80,6 +83,10 @@ class ServoProfile:
   torque_range: tuple[float, float] = (1.0, 1.0)
   #: gear factor g, one per env for every servo: kp, torque x g; damping, armature x g².
   gear_range: tuple[float, float] = (1.0, 1.0)
+  #: x `kp`, one per env for every servo (an unknown of the servo model, e.g. its supply voltage).
+  duck_kp_range: tuple[float, float] = (1.0, 1.0)
+  #: x `max_torque`, one per env for every servo (e.g. an unknown supply voltage or stall torque).
+  duck_torque_range: tuple[float, float] = (1.0, 1.0)
 
 
 #: Feetech STS3215 at 7.4 V, identified by the Open Duck project with BAM
@@ -118,8 +125,11 @@ _STS3215_12V = ServoProfile(
   backlash=math.radians(0.5),
   # Unknown recording voltage: kp and torque could be up to 15/12 higher; the
   # stall torque measured at 12 V is 35 kg·cm (3.43 N·m, SO-ARM100#134), 0.4x the model's.
-  kp_range=(0.8, 1.25),
-  torque_range=(0.4, 1.25),
+  # Both are one value for all the servos of a duck (until 2026-12-07 drawn per
+  # servo), which vary around it by +-10% in torque and by the generic kp draw.
+  torque_range=(0.9, 1.1),
+  duck_kp_range=(0.8, 1.25),
+  duck_torque_range=(0.4, 1.25),
 )
 
 # Feetech STS3215-C001 (1:345 gearbox): about 2.7 rad/s at 7.4 V
@@ -200,8 +210,9 @@ def domain_randomization(config: Any) -> config_dict.ConfigDict:
 
   Each servo range of the config (`kp_scale`, `armature_scale`, `damping_scale`,
   `forcerange_scale`) is multiplied by the profile's (`kp_range`, ...), end by
-  end, and the profile's `gear_range` becomes `randomize.GEAR_SCALE` (absent
-  when (1, 1)). The default profile's are all (1, 1): it leaves every range as it is.
+  end, and the profile's `gear_range`, `duck_kp_range` and `duck_torque_range`
+  become `randomize.GEAR_SCALE`, `DUCK_KP_SCALE` and `DUCK_FORCERANGE_SCALE` (each
+  absent when (1, 1)). The default profile's are all (1, 1): it leaves every range as it is.
   """
   servo = of_config(config)
   out = config_dict.ConfigDict(config.domain_randomization.to_dict())
@@ -213,6 +224,11 @@ def domain_randomization(config: Any) -> config_dict.ConfigDict:
   ):
     low, high = out.get(key, (1.0, 1.0))
     out[key] = (float(low) * factor[0], float(high) * factor[1])
-  if tuple(servo.gear_range) != (1.0, 1.0):
-    out["gear_scale"] = tuple(float(x) for x in servo.gear_range)
+  for key, value in (  # randomize.GEAR_SCALE, DUCK_KP_SCALE, DUCK_FORCERANGE_SCALE (JAX-free here)
+    ("gear_scale", servo.gear_range),
+    ("duck_kp_scale", servo.duck_kp_range),
+    ("duck_forcerange_scale", servo.duck_torque_range),
+  ):
+    if tuple(value) != (1.0, 1.0):
+      out[key] = tuple(float(x) for x in value)
   return out
