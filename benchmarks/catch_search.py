@@ -37,6 +37,18 @@ coverage).
 
     uv run python -m benchmarks.catch_search --reach 2 --react 0.04 --directions 180 0 --models 12
 
+`--shared` (with `--models N`) searches one motion per direction and reach
+for all N models at once: each candidate's fitness is its mean over the
+models (minus `--effort` times its mean excursion from the pose held, in
+action units, so that of the motions that catch as many models the
+smallest wins). The output then gives, per direction, the motion's knots
+and on how many models it catches the kick. A catch that a single motion makes on
+every model needs no knowledge of the model: the policy's recovery
+reference (`push_config.catch_reference`) imitates such motions.
+
+    uv run python -m benchmarks.catch_search --reach 1 --react 0.04 --models 8 --shared \
+      --directions 0 45 90 135 180 225 270 315 --stance stance_search.json
+
 `--stance FILE` starts from the best posture a `stance_search` found
 (`best_posture.offset_rad` of its JSON) instead of the home pose: the duck
 settles in it, the motions start from it, and the output's "home pose"
@@ -99,6 +111,74 @@ def stance_offsets(path: str) -> dict[str, float]:
   return {str(name): float(rad) for name, rad in offsets.items()}
 
 
+def shared_search(args, model_of, settle, rollout, origin, legs, total, steps_per_knot, react, action_scale) -> dict:
+  """One motion per direction and reach for all `args.models` models: the cross-entropy search on the mean
+  fitness over them. Per cell: the motion's knots (rad from home) and the models it (and the pose held) catches."""
+  import jax
+  import jax.numpy as jp
+
+  from playground.open_duck_mini_v2.model import constants
+
+  rng = np.random.default_rng(args.seed)
+  population, n_act = args.population, len(origin)
+  models = [model_of(i)[0] for i in range(args.models)]
+  settled = [settle(m, jax.random.PRNGKey(args.seed)) for m in models]
+  results = {}
+  for direction in args.directions:
+    kicked = []
+    for s in settled:
+      qvel = kicked_qvel(s.data.qpos, s.data.qvel, args.kick, direction)
+      kicked.append(s.replace(data=s.data.replace(qvel=jp.asarray(qvel))))
+    for reach in args.reach:
+      mean = np.tile(origin[legs], (args.knots, 1))
+      std = np.full_like(mean, reach / 2)
+      best = (-np.inf, None, None, None)
+      for iteration in range(args.iterations):
+        knots = np.clip(rng.normal(mean, std, (population, *mean.shape)), -reach, reach)
+        knots[0] = origin[legs]  # the pose held
+        if best[1] is not None:
+          knots[1] = best[1]  # the best so far, judged again on the same models (elitism)
+        actions = np.broadcast_to(origin, (total, population, n_act)).copy()
+        actions[react:, :, legs] = knot_path(knots.astype(np.float32), steps_per_knot, total - react, origin[legs])
+        actions = jp.asarray(actions)
+        caught = np.zeros((len(models), population), bool)
+        fitness = np.zeros(population)
+        for i, (model, start) in enumerate(zip(models, kicked, strict=True)):
+          survived, up_z, _ = (np.asarray(x) for x in rollout(model, start, actions))
+          caught[i] = survived >= total
+          fitness += (survived + np.clip(up_z, -1, 1)) / len(models)
+        # The effort: mean |knot - the pose held| in action units (0-2), so that of the motions that
+        # catch as many models, the smallest wins.
+        fitness -= args.effort * np.abs(knots - origin[legs]).mean(axis=(1, 2))
+        order = np.argsort(-fitness)
+        if fitness[order[0]] > best[0]:
+          best = (float(fitness[order[0]]), knots[order[0]].copy(), caught[:, order[0]].copy(), caught[:, 0].copy())
+        elite = knots[order[: args.elite]]
+        mean, std = elite.mean(axis=0), np.maximum(elite.std(axis=0), reach / 20)
+        logger.info(
+          "kick %g deg, reach %g, iteration %d: best catches %d of %d models (held pose %d)",
+          direction,
+          reach,
+          iteration,
+          int(best[2].sum()),
+          len(models),
+          int(best[3].sum()),
+        )
+      offsets = np.abs(best[1] - origin[legs]).max(axis=0) * action_scale
+      results[f"kick {direction:g} deg, reach {reach:g}"] = {
+        "reach_rad": round(reach * action_scale, 3),
+        "models": len(models),
+        "held_pose_stands": int(best[3].sum()),
+        "caught": int(best[2].sum()),
+        "caught_by_model": [bool(c) for c in best[2]],
+        "best_knots_rad": (best[1] * action_scale).round(3).tolist(),
+        "best_largest_move_rad": {
+          constants.ACTUATOR_NAMES[j]: round(float(o), 3) for j, o in zip(legs, offsets, strict=True)
+        },
+      }
+  return results
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--kick", type=float, default=0.5, help="kick strength, m/s")
@@ -120,8 +200,19 @@ def main() -> None:
   parser.add_argument(
     "--models", type=int, default=0, help="randomized models to search on, one after the other (0: the nominal model)"
   )
+  parser.add_argument(
+    "--effort",
+    type=float,
+    default=0.0,
+    help="with --shared: fitness lost per action unit of mean excursion from the pose held (prefers small motions)",
+  )
+  parser.add_argument(
+    "--shared", action="store_true", help="with --models: one motion for all models (fitness: the mean over them)"
+  )
   args = parser.parse_args()
   setup_logging()
+  if args.shared and not args.models:
+    raise SystemExit("error: --shared searches one motion for several models: give --models N (N >= 1)")
   if args.elite >= args.population or args.knots < 1 or args.iterations < 1 or args.models < 0:
     raise SystemExit("error: need 1 <= knots, 1 <= iterations, elite < population and models >= 0")
 
@@ -183,9 +274,11 @@ def main() -> None:
 
   rng = np.random.default_rng(args.seed)
   results = {}
+  if args.shared:
+    results = shared_search(args, model_of, settle, rollout, origin, legs, total, steps_per_knot, react, action_scale)
   per_model = []
   offsets_cm = []  # each randomized model's trunk centre-of-mass offset, x (forward) and y
-  for index in range(max(args.models, 1)):
+  for index in range(0 if args.shared else max(args.models, 1)):
     model, _ = model_of(index)
     settled = settle(model, jax.random.PRNGKey(args.seed))
     found = {}
@@ -236,7 +329,7 @@ def main() -> None:
       offset = np.asarray(model.body_ipos)[0, env.ids.root_body] - env.ids.root_ipos_nominal
       offsets_cm.append(np.round(100 * offset[:2], 1).tolist())
       logger.info("model %d (trunk offset x, y %s cm): %s", index, offsets_cm[-1], found)
-  if args.models:
+  if args.models and not args.shared:
     for direction in args.directions:
       for reach in args.reach:
         cells = [m[(direction, reach)] for m in per_model]
@@ -261,10 +354,13 @@ def main() -> None:
       "iterations": args.iterations,
       "action_scale": action_scale,
       "models": args.models,
+      "shared": bool(args.shared),
+      "effort": args.effort,
       "start_pose": {"stance": args.stance, "offset_rad": stance} if stance else "home",
       "conditions": (
         ("the stance" if args.stance else "home pose")
         + (f", the first {args.models} randomized models" if args.models else ", nominal model")
+        + (", one motion for all of them" if args.shared else "")
         + ", no noise, no delays, zero command; open-loop leg motions"
       ),
       "machine": machine(),

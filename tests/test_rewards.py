@@ -395,3 +395,149 @@ def test_the_filtered_tracking_pays_for_the_speed_not_for_the_gait_s_sway():
   config.reward_config.tracking_filter_s = -0.1
   with pytest.raises(configs.ConfigError, match="tracking_filter_s"):
     joystick.Joystick(config=config)
+
+
+def _catch_json(path, *, shared=True, knots=None):
+  """A small `catch_search --shared` result: motions for kicks straight back and forward, 2 knots each."""
+  import json
+
+  from playground.open_duck_mini_v2.model import constants
+
+  legs = constants.LEG_JOINT_NAMES
+  back = [[0.1 * (j + 1) / 10 for j in range(10)], [0.2] * 10]
+  forward = [[-0.05] * 10, [-0.1] * 10]
+  doc = {
+    "benchmark": "catch_search",
+    "shared": shared,
+    "kick_mps": 0.5,
+    "span_s": 0.08,  # 2 knots, 2 control steps each
+    "knots": 2,
+    "react_s": 0.04,  # 2 control steps
+    "start_pose": {"offset_rad": {legs[0]: 0.02, legs[3]: -0.04}},
+    "results": {
+      "kick 180 deg, reach 1": {"best_knots_rad": knots if knots is not None else back},
+      "kick 0 deg, reach 1": {"best_knots_rad": forward},
+      "kick 0 deg, reach 2": {"best_knots_rad": [[9.0] * 10, [9.0] * 10]},
+    },
+  }
+  path.write_text(json.dumps(doc))
+  return path, np.array(back), np.array(forward)
+
+
+def test_the_recovery_reference_plays_the_searched_motion_for_the_kick_by_hand(tmp_path):
+  """`CatchReference.targets`: the stance through the reaction time, then the knots of the nearest
+  direction, linearly, about the env's stance, scaled by the kick along that direction; none for a
+  kick far from every direction."""
+  from playground.common import configs
+  from playground.common.tasks.catch_reference import CatchReference
+  from playground.open_duck_mini_v2.model import constants
+
+  path, back, forward = _catch_json(tmp_path / "catch.json")
+  ref = CatchReference.load(path, constants.LEG_JOINT_NAMES, ctrl_dt=0.02)
+  assert ref.react_steps == 2 and ref.steps_per_knot == 2 and ref.kick_mps == 0.5
+  origin = np.zeros(10)
+  origin[0], origin[3] = 0.02, -0.04
+  np.testing.assert_allclose(ref.origin, origin)
+  stance = jp.full(10, 0.01)
+
+  def at(kick, since):
+    return np.asarray(ref.targets(jp.asarray(kick, jp.float32), jp.asarray(since), stance))
+
+  for since in (0, 1):  # the reaction time: the stance
+    np.testing.assert_allclose(at([-0.5, 0.0], since), 0.01, atol=1e-7)
+  # Step 2: halfway from the origin to the first knot; step 3: the first knot; 4: halfway to the second;
+  # from 5 on: the second, held. Played about the env's stance (0.01), not the search's origin.
+  np.testing.assert_allclose(at([-0.5, 0.0], 2), 0.01 + 0.5 * (back[0] - origin), atol=1e-6)
+  np.testing.assert_allclose(at([-0.5, 0.0], 3), 0.01 + back[0] - origin, atol=1e-6)
+  np.testing.assert_allclose(at([-0.5, 0.0], 4), 0.01 + 0.5 * (back[0] + back[1]) - origin, atol=1e-6)
+  np.testing.assert_allclose(at([-0.5, 0.0], 40), 0.01 + back[1] - origin, atol=1e-6)
+  # Half the kick: half the excursion; a kick 30 deg off straight back: its component along it.
+  np.testing.assert_allclose(at([-0.25, 0.0], 40), 0.01 + 0.5 * (back[1] - origin), atol=1e-6)
+  off = [-0.5 * np.cos(np.radians(30)), 0.5 * np.sin(np.radians(30))]
+  np.testing.assert_allclose(at(off, 40), 0.01 + np.cos(np.radians(30)) * (back[1] - origin), atol=1e-6)
+  np.testing.assert_allclose(at([0.5, 0.0], 40), 0.01 + forward[1] - origin, atol=1e-6)
+  # To the side (90 deg from both motions): the stance; a 2 m/s kick: at most 1.5 times the excursion.
+  np.testing.assert_allclose(at([0.0, 0.5], 40), 0.01, atol=1e-7)
+  np.testing.assert_allclose(at([-2.0, 0.0], 40), 0.01 + 1.5 * (back[1] - origin), atol=1e-6)
+  # Reach 2 reads the other cell only.
+  assert CatchReference.load(path, constants.LEG_JOINT_NAMES, 0.02, reach=2.0).directions.tolist() == [0.0]
+
+  # Files that are not such a result: one line naming the maker.
+  for bad in (_catch_json(tmp_path / "a.json", shared=False)[0], _catch_json(tmp_path / "b.json", knots=[[0.1]])[0]):
+    with pytest.raises(configs.ConfigError, match="catch_search --shared"):
+      CatchReference.load(bad, constants.LEG_JOINT_NAMES, 0.02)
+  (tmp_path / "c.json").write_text("not json")
+  with pytest.raises(configs.ConfigError, match="cannot be read as JSON"):
+    CatchReference.load(tmp_path / "c.json", constants.LEG_JOINT_NAMES, 0.02)
+
+
+def test_catch_imitation_pays_for_the_reference_targets_after_a_kick_while_standing_only(tmp_path):
+  import jax
+
+  from playground.common import configs
+  from playground.common.tasks import kicks
+  from playground.open_duck_mini_v2.model import observations
+  from playground.open_duck_mini_v2.tasks import joystick
+
+  path, back, _ = _catch_json(tmp_path / "catch.json")
+  config = joystick.default_config()
+  config.push_config.recovery_s = 0.5
+  config.push_config.catch_reference = str(path)
+  config.reward_config.scales.catch_imitation = 4.0
+  env = joystick.Joystick(config=config)
+  readings = observations.Readings(
+    gyro=jp.zeros(3), accelerometer=jp.array([0.0, 0.0, 9.81]), gravity=jp.array([0.0, 0.0, -1.0]),
+    local_linvel=jp.zeros(3), global_linvel=jp.zeros(3), global_angvel=jp.zeros(3),
+    joint_pos=jp.zeros(14), joint_vel=jp.zeros(14), actuator_force=jp.zeros(14), feet_contacts=jp.ones(2),
+    feet_pos=jp.zeros((2, 3)), feet_vel=jp.zeros(6), base_pos=jp.zeros(3), base_height=jp.array([0.17]),
+    com_pos=jp.zeros(3), heading=jp.zeros(()),
+  )  # fmt: skip
+  legs = np.array(joystick.IMITATED_JOINTS)
+  origin = np.zeros(10)
+  origin[0], origin[3] = 0.02, -0.04
+  target = back[1] - origin  # the home stance, straight back at 0.5 m/s, long after the knots
+  on_target = np.zeros(14, np.float32)
+  on_target[legs] = target / config.action_scale
+  kicked = observations.StepContext.idle(jp.zeros(7)).replace(
+    kick=jp.array([-0.5, 0.0]), since_kick=jp.asarray(30), recovering=1.0
+  )
+
+  def term(context, action):
+    return float(env.compute_rewards(readings, context.replace(action=jp.asarray(action)))["catch_imitation"])
+
+  assert term(kicked, on_target) == pytest.approx(1.0)
+  assert term(kicked, np.zeros(14)) == pytest.approx(np.exp(-np.sum(np.square(target)) / 0.05), rel=1e-5)
+  assert term(kicked.replace(recovering=0.0), on_target) == 0.0  # after the window
+  walking = kicked.replace(command=jp.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]))
+  assert term(walking, on_target) == 0.0  # walking: the gait's imitation, not this
+  assert env.reward_scales()["catch_imitation"] == 4.0
+
+  # In the env, the kick reaches the term in the trunk's heading frame at the kick: the world-frame
+  # kick (`last_kick`, the critic's) turned by minus the trunk's yaw (a start turned 90 deg left).
+  config.push_config.interval_range = (0.1, 0.1)  # the first kick at the fifth step
+  config.push_config.magnitude_range = (0.5, 0.5)
+  config.critic_kick = True
+  env = joystick.Joystick(config=config)
+  state = jax.jit(env.reset)(jax.random.PRNGKey(0))
+  turned = state.data.qpos.at[3:7].set(jp.array([np.cos(np.pi / 4), 0.0, 0.0, np.sin(np.pi / 4)]))
+  state = state.replace(data=state.data.replace(qpos=turned))
+  step = jax.jit(env.step)
+  for _ in range(4):
+    state = step(state, jp.zeros(env.action_size))
+  assert float(jp.linalg.norm(state.info["kick_heading"])) == 0.0
+  yaw = float(kicks.heading(state.data.qpos[3:7]))
+  state = step(state, jp.zeros(env.action_size))
+  world, local = np.asarray(state.info["last_kick"]), np.asarray(state.info["kick_heading"])
+  assert int(state.info["since_push"]) == 0 and np.linalg.norm(world) == pytest.approx(0.5, rel=1e-5)
+  assert abs(yaw - np.pi / 2) < 0.1
+  c, s = np.cos(yaw), np.sin(yaw)
+  np.testing.assert_allclose(local, [c * world[0] + s * world[1], -s * world[0] + c * world[1]], atol=1e-5)
+
+  # Asked for without a reference or a window, it would never pay: one line.
+  for key, value in (("catch_reference", ""), ("recovery_s", 0.0)):
+    bad = joystick.default_config()
+    bad.push_config.recovery_s, bad.push_config.catch_reference = 0.5, str(path)
+    bad.reward_config.scales.catch_imitation = 4.0
+    bad.push_config[key] = value
+    with pytest.raises(configs.ConfigError, match="catch_reference"):
+      joystick.Joystick(config=bad)

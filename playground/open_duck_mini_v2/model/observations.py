@@ -179,6 +179,9 @@ class StepContext:
       the readings' local velocity and yaw rate averaged over
       `reward_config.tracking_filter_s` (`tracked_velocity`); None: this
       step's readings.
+    kick: the last kick's (x, y) velocity change in the trunk's heading frame
+      at the kick (privileged; None unless a recovery reference reads it).
+    since_kick: control steps since that kick (0: this step's), or None.
   """
 
   command: jax.Array
@@ -190,6 +193,8 @@ class StepContext:
   phase: jax.Array
   recovering: jax.Array | float = 0.0
   velocity: jax.Array | None = None
+  kick: jax.Array | None = None
+  since_kick: jax.Array | None = None
 
   @classmethod
   def idle(cls, command: jax.Array, phase: jax.Array | float = 0.0) -> StepContext:

@@ -133,6 +133,12 @@ def base_config() -> config_dict.ConfigDict:
         # `judge_s` by `shrink`, within `magnitude_range`; each kick is drawn
         # in [level * (1 - spread), level]. Off: kicks uniform in `magnitude_range`.
         curriculum=dict(enable=False, start=0.5, grow=1.05, shrink=0.8, spread=0.25, judge_s=1.0),
+        # A recovery reference: a `benchmarks.catch_search --shared` JSON of
+        # searched catching motions per kick direction. Within recovery_s of a
+        # kick at a zero command, reward_config.scales.catch_imitation pays for
+        # motor targets near the motion for that kick (`catch_reference`).
+        # Empty: none.
+        catch_reference="",
       ),
       termination=dict(
         min_base_height=0.08,  # m of trunk above the lowest foot
@@ -421,6 +427,9 @@ class OpenDuckMiniV2Env(MjxEnv):
     if self._critic_kick:
       # The last kick's world-frame velocity change (the critic's `kick_velocity`).
       info["last_kick"] = jp.zeros(2)
+    if self._catch_kick:
+      # The last kick's velocity change in the trunk's heading frame at the kick (the recovery reference's).
+      info["kick_heading"] = jp.zeros(2)
     if self._tracking_filter_s:
       # The trunk's filtered (vx, vy, yaw rate) that the tracking terms judge; at rest at a reset.
       info["tracked_velocity"] = jp.zeros(3)
@@ -586,6 +595,11 @@ class OpenDuckMiniV2Env(MjxEnv):
         info["since_push"] = jp.where(push, 0, jp.minimum(info["since_push"] + 1, _NO_KICK_YET))
       if self._critic_kick:
         info["last_kick"] = jp.where(push, kick, info["last_kick"])
+      if self._catch_kick:
+        yaw = kicks.heading(data.qpos[3:7])
+        c, s_ = jp.cos(yaw), jp.sin(yaw)
+        local = jp.stack([c * kick[0] + s_ * kick[1], -s_ * kick[0] + c * kick[1]])
+        info["kick_heading"] = jp.where(push, local, info["kick_heading"])
 
     info = self.apply_action(info, action, k_delay)
     data = self.physics(data, info["motor_targets"])
@@ -620,6 +634,8 @@ class OpenDuckMiniV2Env(MjxEnv):
       phase=info["phase"],
       recovering=(info["since_push"] < self._recovery_steps).astype(jp.float32) if self._recovery_steps else 0.0,
       velocity=info.get("tracked_velocity"),
+      kick=info.get("kick_heading"),
+      since_kick=info.get("since_push") if self._catch_kick else None,
     )
     terms = self.compute_rewards(readings, step)
     scales = self.reward_scales()
@@ -705,7 +721,12 @@ class OpenDuckMiniV2Env(MjxEnv):
   @property
   def _tracks_kicks(self) -> bool:
     """Whether the episode state counts the steps since the last kick."""
-    return bool(self._recovery_steps or self._curriculum or self._critic_kick)
+    return bool(self._recovery_steps or self._curriculum or self._critic_kick or self._catch_kick)
+
+  @property
+  def _catch_kick(self) -> bool:
+    """Whether the episode state keeps the last kick for a recovery reference (`push_config.catch_reference`)."""
+    return bool(self._config.push_config.enable and self._config.push_config.get("catch_reference", ""))
 
   @property
   def _critic_kick(self) -> bool:

@@ -14,6 +14,7 @@ from ml_collections import config_dict
 from mujoco_playground import State
 
 from playground.common import configs
+from playground.common.tasks import catch_reference
 from playground.common.tasks import reference_motion
 from playground.common.tasks import rewards
 from playground.open_duck_mini_v2.model import commands
@@ -74,8 +75,13 @@ def default_config() -> config_dict.ConfigDict:
         # capture_margin from the segment between the feet. Pays for the step
         # (or the brake) that catches a kick.
         capture_point=0.0,
+        # Within push_config.recovery_s of a kick at a zero command only, with
+        # push_config.catch_reference: exp(-|leg motor targets - the recovery
+        # reference's|^2 / catch_sigma). Pays for the searched catching motion.
+        catch_imitation=0.0,
       ),
       soft_joint_limit_factor=0.95,
+      catch_sigma=0.05,  # rad^2 over the ten leg targets: 0.22 rad off on one joint earns exp(-1)
       capture_margin=0.03,  # m around the segment between the feet that capture_point leaves free
       # Rad from home of each leg joint that stand_still pulls to at a zero
       # command (all 0: the home pose). `benchmarks.stance_search` finds a
@@ -177,6 +183,18 @@ class Joystick(base.OpenDuckMiniV2Env):
       raise configs.ConfigError(
         "reward_config.scales.capture_point is paid only after a kick: set push_config.recovery_s above 0"
       )
+    self._catch = None
+    catch_path = str(self._config.push_config.get("catch_reference", "") or "")
+    catching = self._config.reward_config.scales.get("catch_imitation", 0.0)
+    if catching and not (catch_path and recovery_s > 0.0 and self._config.push_config.enable):
+      raise configs.ConfigError(
+        "reward_config.scales.catch_imitation needs push_config.catch_reference (a catch_search --shared JSON),"
+        " push_config.recovery_s above 0 and push_config.enable=true"
+      )
+    if catching:
+      self._catch = catch_reference.CatchReference.load(
+        catch_path, constants.LEG_JOINT_NAMES, float(self._config.ctrl_dt), residual_gain(self._config)
+      )
     if uses_reference(self._config):
       self._reference = load_reference(self._config)
       c = self._config.command_config
@@ -255,6 +273,17 @@ class Joystick(base.OpenDuckMiniV2Env):
       self._ids.ctrl_lower[legs], self._ids.ctrl_upper[legs], float(self._config.reward_config.soft_joint_limit_factor)
     )
 
+  def _catch_imitation(self, command: jax.Array, action: jax.Array, step: observations.StepContext) -> jax.Array:
+    """The recovery reference's term: leg motor targets near the catching motion, after a kick while standing."""
+    reach = float(self._config.action_scale) * residual_gain(self._config)
+    stance = jp.asarray(self._stand_pose)
+    target = jp.clip(self._catch.targets(step.kick, step.since_kick, stance), stance - reach, stance + reach)
+    legs = jp.array(IMITATED_JOINTS)
+    standing = (jp.linalg.norm(command[commands.VELOCITY]) <= 0.01).astype(jp.float32)
+    sigma = float(self._config.reward_config.get("catch_sigma", 0.05))
+    pose = rewards.joint_tracking(target, action[legs] * float(self._config.action_scale), sigma)
+    return pose * standing * jp.asarray(step.recovering, jp.float32)
+
   def sample_command(self, rng: jax.Array) -> jax.Array:
     return commands.sample(rng, self._config.command_config)
 
@@ -298,6 +327,8 @@ class Joystick(base.OpenDuckMiniV2Env):
         * jp.asarray(step.recovering, jp.float32)
       ),
     }
+    if self._catch is not None:
+      terms["catch_imitation"] = lambda: self._catch_imitation(command, action, step)
     # After a kick (`push_config.recovery_s`) the duck may step off its gait
     # and its home pose: the terms that pin it to them are waived.
     free = 1.0 - jp.asarray(step.recovering, jp.float32)
