@@ -533,6 +533,12 @@ def test_catch_imitation_pays_for_the_reference_targets_after_a_kick_while_stand
   c, s = np.cos(yaw), np.sin(yaw)
   np.testing.assert_allclose(local, [c * world[0] + s * world[1], -s * world[0] + c * world[1]], atol=1e-5)
 
+  # Without kicks (the scorecard's env) it builds and pays nothing.
+  config.push_config.enable = False
+  env = joystick.Joystick(config=config)
+  state = jax.jit(env.step)(jax.jit(env.reset)(jax.random.PRNGKey(0)), jp.zeros(env.action_size))
+  assert float(state.metrics["reward/catch_imitation"]) == 0.0 and "kick_heading" not in state.info
+
   # Asked for without a reference or a window, it would never pay: one line.
   for key, value in (("catch_reference", ""), ("recovery_s", 0.0)):
     bad = joystick.default_config()

@@ -186,10 +186,10 @@ class Joystick(base.OpenDuckMiniV2Env):
     self._catch = None
     catch_path = str(self._config.push_config.get("catch_reference", "") or "")
     catching = self._config.reward_config.scales.get("catch_imitation", 0.0)
-    if catching and not (catch_path and recovery_s > 0.0 and self._config.push_config.enable):
+    if catching and not (catch_path and recovery_s > 0.0):
       raise configs.ConfigError(
-        "reward_config.scales.catch_imitation needs push_config.catch_reference (a catch_search --shared JSON),"
-        " push_config.recovery_s above 0 and push_config.enable=true"
+        "reward_config.scales.catch_imitation needs push_config.catch_reference (a catch_search --shared JSON)"
+        " and push_config.recovery_s above 0"
       )
     if catching:
       self._catch = catch_reference.CatchReference.load(
@@ -328,7 +328,10 @@ class Joystick(base.OpenDuckMiniV2Env):
       ),
     }
     if self._catch is not None:
-      terms["catch_imitation"] = lambda: self._catch_imitation(command, action, step)
+      # Without kicks (push_config.enable=false, as the scorecard plays) there is nothing to catch.
+      terms["catch_imitation"] = (
+        (lambda: self._catch_imitation(command, action, step)) if step.kick is not None else (lambda: jp.zeros(()))
+      )
     # After a kick (`push_config.recovery_s`) the duck may step off its gait
     # and its home pose: the terms that pin it to them are waived.
     free = 1.0 - jp.asarray(step.recovering, jp.float32)
