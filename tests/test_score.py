@@ -137,6 +137,21 @@ def test_the_headline_averages_the_sideways_speed_in_the_commanded_direction():
   assert "sideways at 0.1 m/s command 0.040 m/s" in headline_line(card)
 
 
+def test_tensorboard_gets_the_hold_falls_the_kicks_and_the_calm_figures_of_a_headline():
+  headline = {
+    "falls": 3, "episodes": 144, "tracking_error_mps": 0.04, "yaw_rate_error_radps": 0.1, "falls_in_hold": 1,
+    "push_falls": 9, "push_episodes": 36, "push_survival_share": 0.8, "push_falls_per_kick": 0.125,
+    "joint_speed_at_0.1": 0.79, "action_rate_at_0.1": 0.086,
+  }  # fmt: skip
+  scalars = tensorboard_scalars({"headline": headline}, "score/runtime_")
+  assert scalars["score/runtime_falls"] == 3.0 and scalars["score/runtime_falls_in_hold"] == 1.0
+  assert scalars["score/runtime_push_falls_per_kick"] == 0.125 and scalars["score/runtime_push_fall_share"] == 0.25
+  assert scalars["score/runtime_joint_speed_at_0.1"] == 0.79 and scalars["score/runtime_action_rate_at_0.1"] == 0.086
+  # An older card without them: none made up.
+  old = {k: v for k, v in headline.items() if k not in ("falls_in_hold", "joint_speed_at_0.1")}
+  assert not {"score/falls_in_hold", "score/joint_speed_at_0.1"} & set(tensorboard_scalars({"headline": old}))
+
+
 def test_tracking_errors_rank_a_swaying_walker_above_a_standing_duck():
   # 7 s at 50 Hz of the 0.1 m/s forward command: a walker that averages 0.07
   # m/s but whose velocity swings +-0.15 m/s within each 0.54 s gait period

@@ -360,6 +360,10 @@ def tensorboard_scalars(card: dict[str, Any], prefix: str = "score/") -> dict[st
     "yaw_rate_at_1.0",
     "vx_at_0.1_phase_x1.3",
     "stand_drift_mps",
+    "falls_in_hold",
+    "push_falls_per_kick",
+    "joint_speed_at_0.1",
+    "action_rate_at_0.1",
   ):
     if key in h:
       out[f"{prefix}{key}"] = float(h[key])
