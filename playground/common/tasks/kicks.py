@@ -55,6 +55,13 @@ def direction(key: jax.Array, trunk_yaw: jax.Array, weights: Sequence[float]) ->
   return trunk_yaw + jp.asarray(_CENTRES)[sector] + offset
 
 
+def in_heading_frame(vector_xy: jax.Array, yaw: jax.Array) -> jax.Array:
+  """A world-frame horizontal vector ((x, y), last axis) in the frame of a trunk heading `yaw` (x: its front)."""
+  cos, sin = jp.cos(yaw), jp.sin(yaw)
+  x, y = vector_xy[..., 0], vector_xy[..., 1]
+  return jp.stack([cos * x + sin * y, -sin * x + cos * y], axis=-1)
+
+
 def velocity_change(angle: jax.Array, magnitude: jax.Array) -> jax.Array:
   """The (x, y) change of the trunk's velocity for a kick at `angle` of `magnitude` m/s."""
   return magnitude * jp.stack([jp.cos(angle), jp.sin(angle)])

@@ -376,12 +376,11 @@ def kick_state(kick: jax.Array, since_s: jax.Array, readings: Readings, gravity:
       mass, its velocity, the feet).
     gravity: m/s^2, for the capture point's pendulum frequency.
   """
-  cos, sin = jp.cos(readings.heading), jp.sin(readings.heading)
-  to_heading = jp.array([[cos, sin], [-sin, cos]])
   age = jp.clip(jp.reshape(since_s, ()) / KICK_MEMORY_S, 0.0, 1.0)
   recent = (age < 1.0).astype(jp.float32)
   point = capture_point(readings, gravity) - jp.mean(readings.feet_pos[:, :2], axis=0)  # from the feet's midpoint
-  return jp.concatenate([to_heading @ kick * recent, age[None], to_heading @ point])
+  kick_local = kicks.in_heading_frame(kick, readings.heading)
+  return jp.concatenate([kick_local * recent, age[None], kicks.in_heading_frame(point, readings.heading)])
 
 
 @struct.dataclass

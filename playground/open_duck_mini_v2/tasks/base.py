@@ -596,9 +596,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       if self._critic_kick:
         info["last_kick"] = jp.where(push, kick, info["last_kick"])
       if self._catch_kick:
-        yaw = kicks.heading(data.qpos[3:7])
-        c, s_ = jp.cos(yaw), jp.sin(yaw)
-        local = jp.stack([c * kick[0] + s_ * kick[1], -s_ * kick[0] + c * kick[1]])
+        local = kicks.in_heading_frame(kick, kicks.heading(data.qpos[3:7]))
         info["kick_heading"] = jp.where(push, local, info["kick_heading"])
 
     info = self.apply_action(info, action, k_delay)
