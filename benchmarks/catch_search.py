@@ -71,6 +71,7 @@ from benchmarks.common import kicked_qvel
 from benchmarks.common import machine
 from benchmarks.common import trunk_up_z
 from playground.common.cli import setup_logging
+from playground.common.tasks.catch_reference import knot_segment
 
 logger = logging.getLogger("playground")
 
@@ -83,9 +84,7 @@ def knot_path(knots: np.ndarray, steps_per_knot: int, total_steps: int, origin: 
   path = np.concatenate([np.broadcast_to(start, (population, 1, joints)), knots], axis=1)
   out = np.empty((total_steps, population, joints), knots.dtype)
   for t in range(total_steps):
-    u = min((t + 1) / steps_per_knot, float(n_knots))
-    i = min(int(np.floor(u)), n_knots - 1)
-    w = u - i
+    i, w = knot_segment(t, steps_per_knot, n_knots)
     out[t] = (1 - w) * path[:, i] + w * path[:, i + 1]
   return out
 

@@ -471,6 +471,24 @@ def test_the_recovery_reference_plays_the_searched_motion_for_the_kick_by_hand(t
     CatchReference.load(tmp_path / "c.json", constants.LEG_JOINT_NAMES, 0.02)
 
 
+def test_the_recovery_reference_replays_the_motion_catch_search_played(tmp_path):
+  """The reward's targets after a full-strength kick are, step for step, the motor targets that
+  `benchmarks.catch_search` played when it searched the motion (its `knot_path` after the reaction
+  time), so the policy is asked for the motion that caught the kick."""
+  from benchmarks.catch_search import knot_path
+  from playground.common.tasks.catch_reference import CatchReference
+  from playground.open_duck_mini_v2.model import constants
+
+  path, back, _ = _catch_json(tmp_path / "catch.json")
+  ref = CatchReference.load(path, constants.LEG_JOINT_NAMES, ctrl_dt=0.02)
+  played = knot_path(back[None].astype(np.float32), ref.steps_per_knot, 8, ref.origin)[:, 0]
+  stance = jp.asarray(ref.origin)
+  for t in range(8):
+    since = ref.react_steps + t
+    got = np.asarray(ref.targets(jp.asarray([-0.5, 0.0]), jp.asarray(since), stance))
+    np.testing.assert_allclose(got, played[t], atol=1e-6, err_msg=f"step {t} after the reaction time")
+
+
 def test_catch_imitation_pays_for_the_reference_targets_after_a_kick_while_standing_only(tmp_path):
   import jax
 

@@ -31,6 +31,19 @@ import numpy as np
 from playground.common.configs import ConfigError
 
 
+def knot_segment(t, steps_per_knot: int, n_knots: int, xp=np):
+  """Where a knot motion is `t` control steps into it (0: the first step after the reaction time).
+
+  Returns (i, w): the targets lie `w` of the way from point i to point i + 1 of
+  the path [origin, knot 1, ..., knot n_knots], reaching knot k after k x
+  `steps_per_knot` steps and holding the last knot after that. `xp` is numpy
+  (`benchmarks.catch_search` plays a population) or jax.numpy (the reward).
+  """
+  u = xp.clip((t + 1) / steps_per_knot, 0.0, float(n_knots))
+  i = xp.minimum(xp.floor(u).astype(xp.int32), n_knots - 1)
+  return i, u - i
+
+
 @dataclasses.dataclass(frozen=True)
 class CatchReference:
   """Catching motions per kick direction (rad from home, in the env's leg-joint order).
@@ -113,11 +126,7 @@ class CatchReference:
     along = jp.linalg.norm(kick) * jp.cos(gap[nearest])
     scale = jp.clip(along / self.kick_mps, 0.0, self.max_scale) * (gap[nearest] <= self.half_width)
     path = jp.concatenate([jp.asarray(self.origin)[None], jp.asarray(self.knots)[nearest]], axis=0)
-    n_knots = self.knots.shape[1]
-    # The motion's action index (catch_search's knot_path): 0 at the first step after the reaction time.
-    u = jp.clip((since - self.react_steps + 1) / self.steps_per_knot, 0.0, float(n_knots))
-    i = jp.minimum(jp.floor(u).astype(jp.int32), n_knots - 1)
-    w = u - i
+    i, w = knot_segment(since - self.react_steps, self.steps_per_knot, self.knots.shape[1], jp)
     pose = (1.0 - w) * path[i] + w * path[i + 1]
     moving = since >= self.react_steps
     return stance + jp.where(moving, scale * (pose - jp.asarray(self.origin)), 0.0)

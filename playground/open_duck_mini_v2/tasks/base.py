@@ -723,8 +723,11 @@ class OpenDuckMiniV2Env(MjxEnv):
 
   @property
   def _catch_kick(self) -> bool:
-    """Whether the episode state keeps the last kick for a recovery reference (`push_config.catch_reference`)."""
-    return bool(self._config.push_config.enable and self._config.push_config.get("catch_reference", ""))
+    """Whether the episode state keeps the last kick for a recovery reference (`push_config.catch_reference`
+    with `reward_config.scales.catch_imitation`)."""
+    cfg = self._config
+    paid = cfg.reward_config.scales.get("catch_imitation", 0.0)
+    return bool(cfg.push_config.enable and cfg.push_config.get("catch_reference", "") and paid)
 
   @property
   def _critic_kick(self) -> bool:
