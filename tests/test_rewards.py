@@ -489,6 +489,35 @@ def test_the_recovery_reference_replays_the_motion_catch_search_played(tmp_path)
     np.testing.assert_allclose(got, played[t], atol=1e-6, err_msg=f"step {t} after the reaction time")
 
 
+def test_catch_search_shared_writes_a_reference_the_reward_reads(tmp_path):
+  """`benchmarks.catch_search --shared` (a tiny search on 2 randomized models) writes a JSON that
+  `push_config.catch_reference` loads, with one motion per direction and a verdict per model; asked
+  for a shared motion without models it exits with one line."""
+  import json
+  import subprocess
+  import sys
+
+  from playground.common.tasks.catch_reference import CatchReference
+  from playground.open_duck_mini_v2.model import constants
+
+  run = [sys.executable, "-m", "benchmarks.catch_search", "--shared", "--directions", "180", "--reach", "1"]
+  refused = subprocess.run(run, capture_output=True, text=True, timeout=120)
+  assert refused.returncode != 0 and "Traceback" not in refused.stderr
+  assert refused.stderr.strip().splitlines()[-1].startswith("error: --shared searches one motion for several models")
+  tiny = ["--models", "2", "--population", "4", "--elite", "2", "--iterations", "1", "--knots", "2"]
+  done = subprocess.run([*run, *tiny, "--after", "0.3", "--settle", "0.2"], capture_output=True, text=True, timeout=900)
+  assert done.returncode == 0, done.stderr[-2000:]
+  result = json.loads(done.stdout)
+  cell = result["results"]["kick 180 deg, reach 1"]
+  assert result["shared"] and result["models"] == 2 and len(cell["caught_by_model"]) == 2
+  assert 0 <= cell["caught"] <= 2 and 0 <= cell["held_pose_stands"] <= 2
+  path = tmp_path / "catch.json"
+  path.write_text(done.stdout)
+  ref = CatchReference.load(path, constants.LEG_JOINT_NAMES, ctrl_dt=0.02)
+  assert ref.knots.shape == (1, 2, 10) and np.degrees(ref.directions).tolist() == [180.0]
+  assert np.abs(ref.knots).max() <= 0.25 + 1e-6 + np.abs(ref.origin).max()
+
+
 def test_catch_imitation_pays_for_the_reference_targets_after_a_kick_while_standing_only(tmp_path):
   import jax
 
