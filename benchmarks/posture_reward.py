@@ -15,8 +15,13 @@ A posture that the reward ranks below another one cannot be learned
 instead of it: the stance that `stance_search` finds, for example, paid
 more joint-limit cost than `stand_still` saved it under the preset's soft
 limit (docs/results.md, "The stance in the file, and the limit cost that
-forbade it"). The JSON gives per file the mean of each term, their sum and
-whether any start fell.
+forbade it"). The JSON gives per file the mean of each term, their sum,
+whether any start fell and the posture held (leg and head motor targets,
+rad from home, and the trunk's pitch, nose-down positive). `--statues DIR`
+writes a statue holding each file's mean posture: `push_directions` on it
+kicks the posture alone, without the policy's reaction. A policy that falls
+where its posture held still stands loses the catch by what it does; one
+whose posture falls too loses it by where it stands.
 """
 
 from __future__ import annotations
@@ -45,10 +50,18 @@ def posture_env(overrides: list[str]):
   return runner.make_env("joystick", "flat_terrain", policy_io.file_output_is_the_action(cfg.env_config)), cfg
 
 
-def posture_terms(env, policies: dict[str, object], envs: int, settle_steps: int, steps: int, seed: int = 0) -> dict:
-  """Per policy name: {"terms": mean weighted reward per control step by term, "sum", "fell"}.
+def trunk_pitch_deg(qpos: np.ndarray) -> np.ndarray:
+  """Trunk pitch ([n], degrees, nose-down positive) from the free joint's quaternion (w, x, y, z) in `qpos`."""
+  w, x, y, z = (qpos[:, i] for i in range(3, 7))
+  return np.degrees(np.arcsin(np.clip(2.0 * (w * y - z * x), -1.0, 1.0)))
 
-  `policies` maps a name to a batched `fn(obs[n, obs_size]) -> actions[n, 14]`.
+
+def posture_terms(env, policies: dict[str, object], envs: int, settle_steps: int, steps: int, seed: int = 0) -> dict:
+  """Per policy name: {"terms": mean weighted reward per control step by term, "sum", "fell",
+  "held_action": the mean action ([14], action units), "trunk_pitch_deg": the mean pitch, nose-down positive}.
+
+  `policies` maps a name to a batched `fn(obs[n, obs_size]) -> actions[n, 14]`. The means are
+  over the envs and the steps after `settle_steps`.
   """
   import jax
   import jax.numpy as jp
@@ -60,16 +73,26 @@ def posture_terms(env, policies: dict[str, object], envs: int, settle_steps: int
     state = hold_command(reset(jax.random.split(jax.random.PRNGKey(seed), envs)), None)
     sums: dict[str, float] = {}
     fell = np.zeros(envs, bool)
+    held, pitch = [], []
     for i in range(settle_steps + steps):
-      state = step(state, jp.asarray(policy(np.asarray(state.obs["state"]))))
+      action = np.asarray(policy(np.asarray(state.obs["state"])))
+      state = step(state, jp.asarray(action))
       fell |= np.asarray(state.done) > 0.5
       if i >= settle_steps:
+        held.append(action.mean(axis=0))
+        pitch.append(trunk_pitch_deg(np.asarray(state.data.qpos)).mean())
         for key, value in jax.device_get(state.metrics).items():
           term = key.removeprefix("reward/")
           if term != key:
             sums[term] = sums.get(term, 0.0) + float(np.mean(value))
     terms = {k: round(v / steps, 5) for k, v in sorted(sums.items())}
-    out[name] = {"terms": terms, "sum": round(sum(terms.values()), 5), "fell": bool(fell.any())}
+    out[name] = {
+      "terms": terms,
+      "sum": round(sum(terms.values()), 5),
+      "fell": bool(fell.any()),
+      "held_action": np.mean(held, axis=0),
+      "trunk_pitch_deg": round(float(np.mean(pitch)), 2),
+    }
   return out
 
 
@@ -80,17 +103,35 @@ def main() -> None:
   parser.add_argument("--settle", type=float, default=1.0, help="s played before the terms are averaged")
   parser.add_argument("--seconds", type=float, default=3.0, help="s over which the terms are averaged")
   parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+  parser.add_argument(
+    "--statues",
+    type=Path,
+    help="folder: write for each file a statue holding its mean posture (NAME_held.onnx), to kick the posture alone",
+  )
   args = parser.parse_args()
 
+  from benchmarks import statue
   from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.model import constants
 
   missing = [str(p) for p in args.policies if not p.is_file()]
   if missing:
     raise SystemExit(f"error: no such policy file: {', '.join(missing)}")
-  env, _ = posture_env([*KICK_ONLY_OVERRIDES, *args.overrides])
+  env, cfg = posture_env([*KICK_ONLY_OVERRIDES, *args.overrides])
   dt = float(env.dt)
   policies = {str(p): policy_io.onnx_policy(p, batched=True) for p in args.policies}
   result = posture_terms(env, policies, args.envs, int(round(args.settle / dt)), int(round(args.seconds / dt)))
+  scale = float(cfg.env_config.action_scale)
+  for path, entry in result.items():
+    held = entry.pop("held_action")
+    names = constants.ACTUATOR_NAMES
+    entry["held_targets_rad"] = {name: round(float(held[i] * scale), 4) for i, name in enumerate(names)}
+    if args.statues:
+      # A statue's action is tanh(pre_tanh): the held action, kept inside the tanh's range.
+      args.statues.mkdir(parents=True, exist_ok=True)
+      name = Path(path).parent.name if Path(path).stem == "policy" else Path(path).stem
+      out = statue.write_statue(args.statues / f"{name}_held.onnx", np.arctanh(np.clip(held, -0.999, 0.999)))
+      entry["statue"] = str(out)
   emit(
     {
       "benchmark": "posture_reward",

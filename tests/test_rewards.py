@@ -346,6 +346,11 @@ def test_posture_reward_shows_the_limit_cost_charging_the_stance(tmp_path):
   assert not got["stance"]["fell"] and not got["home"]["fell"]
   assert got["stance"]["terms"]["dof_pos_limits"] < -0.005 and got["home"]["terms"]["dof_pos_limits"] == 0.0
   assert got["home"]["terms"]["stand_still"] < 3 * got["stance"]["terms"]["stand_still"] < 0.0
+  # The posture held: each file's own action, and the trunk's pitch it stands at.
+  np.testing.assert_allclose(got["stance"]["held_action"], np.tanh(pre_tanh), atol=1e-5)
+  np.testing.assert_allclose(got["home"]["held_action"], 0.0, atol=1e-6)
+  # The stance's hip pitch tips the trunk nose-down: measured 2.0 deg against home's -0.4.
+  assert got["stance"]["trunk_pitch_deg"] > got["home"]["trunk_pitch_deg"] + 1.0
 
 
 def test_the_filtered_tracking_pays_for_the_speed_not_for_the_gait_s_sway():
