@@ -22,6 +22,7 @@ import argparse
 import logging
 
 import jax
+import mujoco
 import numpy as np
 
 from benchmarks.common import emit
@@ -103,6 +104,12 @@ def main() -> None:
       "min_no_load_speed_radps": float(np.min(m.actuator_forcerange[legs, 1] / m.dof_damping[dof])),
     }
 
+  # The models read back must be those the card played: each episode's trunk offset names its model.
+  root = mujoco.mj_name2id(nominal, mujoco.mjtObj.mjOBJ_BODY, constants.ROOT_BODY)
+  for i, (m, e) in enumerate(zip(models, card["episodes"])):
+    read_back = m.body_ipos[root] - nominal.body_ipos[root]
+    if not np.allclose(read_back, e["trunk_com_offset_m"], atol=1e-4):
+      raise SystemExit(f"error: model {i} read back is not the one the scorecard played (trunk offset differs)")
   features = [
     {**ratios(m), **dict(zip(("trunk_com_x_m", "trunk_com_y_m", "trunk_com_z_m"), e["trunk_com_offset_m"]))}
     for m, e in zip(models, card["episodes"])

@@ -303,3 +303,29 @@ def test_the_open_loop_benchmark_plays_a_table_at_its_own_period():
   config = benchmark.playback_config(table, robust=False, servo="c001")
   assert env_class("joystick").gait_frequency_of(config) == pytest.approx(1.0 / table.period)
   assert servos.name_of(config) == "c001" and config.reward_config.scales.imitation == 0.0
+
+
+def test_servo_falls_reads_back_the_models_the_card_played():
+  """`benchmarks.servo_falls` on the trained fixture, one seed per entry: every episode's model is
+  read back (the benchmark refuses when a model's trunk offset differs from the one its episode
+  played), and each falls statistic counts the 9 episodes once."""
+  import subprocess
+  import sys
+
+  fixture = REPO_ROOT / "tests" / "fixtures" / "walker" / "policy.onnx"
+  done = subprocess.run(
+    [sys.executable, "-m", "benchmarks.servo_falls", str(fixture), "--seeds", "1"],
+    capture_output=True,
+    text=True,
+    timeout=900,
+    cwd=REPO_ROOT,
+  )
+  assert done.returncode == 0, done.stderr[-2000:]
+  result = json.loads(done.stdout)
+  assert result["episodes"] == 9 and 0 <= result["falls"] <= 9
+  assert sum(result["falls_by_entry"].values()) == result["falls"]
+  assert sum(row["episodes"] for row in result["by_kp_per_damping"]) == 9
+  kp = result["by_quartile"]["kp"]
+  # Randomized servos: the nine models' gains differ (quartile edges spread), within the profile's draw.
+  assert kp["quartile_edges"][0] < kp["quartile_edges"][2]
+  assert all(0.0 <= share <= 1.0 for q in result["by_quartile"].values() for share in q["fall_share"] if share == share)
