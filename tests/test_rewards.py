@@ -523,6 +523,45 @@ def test_catch_search_shared_writes_a_reference_the_reward_reads(tmp_path):
   assert np.abs(ref.knots).max() <= 0.25 + 1e-6 + np.abs(ref.origin).max()
 
 
+def test_catch_follow_sees_a_statue_not_react_to_the_kick(tmp_path):
+  """`benchmarks.catch_follow` on the home statue kicked straight back: the statue's targets do not
+  move, so its excursion is 0 and its gap to the reference is the reference's whole excursion."""
+  from benchmarks import catch_follow
+  from benchmarks import statue
+  from benchmarks.common import KICK_ONLY_OVERRIDES
+  from benchmarks.posture_reward import posture_env
+  from playground.common.tasks.catch_reference import CatchReference
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.model import constants
+
+  path, back, _ = _catch_json(tmp_path / "catch.json")
+  env, cfg = posture_env([*KICK_ONLY_OVERRIDES])
+  reference = CatchReference.load(path, constants.LEG_JOINT_NAMES, float(env.dt))
+  policy = policy_io.onnx_policy(statue.write_statue(tmp_path / "home.onnx"), batched=True)
+  got = catch_follow.follow(
+    env,
+    policy,
+    reference,
+    [180.0],
+    kick=0.3,
+    envs=2,
+    settle_steps=10,
+    window=8,
+    after=8,
+    action_scale=float(cfg.env_config.action_scale),
+    sigma=0.05,
+  )["180"]
+  # The reference (kick 0.3 of the searched 0.5: 0.6 of each excursion), steps 0-7 after the kick,
+  # by hand: 2 steps held, then through the knots at 2 steps each, about the posture held (home).
+  origin = reference.origin
+  path_rad = [origin, origin, 0.5 * (origin + back[0]), back[0], 0.5 * (back[0] + back[1]), back[1], back[1], back[1]]
+  moves = np.array([0.6 * (p - origin) for p in path_rad])
+  assert got["policy_excursion_rms_rad"] == 0.0
+  np.testing.assert_allclose(got["reference_excursion_rms_rad"], np.sqrt(np.mean(moves**2)), atol=1e-4)
+  np.testing.assert_allclose(got["gap_rms_rad"], got["reference_excursion_rms_rad"], atol=1e-4)
+  np.testing.assert_allclose(got["catch_imitation_per_step"], np.mean(np.exp(-np.sum(moves**2, 1) / 0.05)), atol=1e-3)
+
+
 def test_catch_imitation_pays_for_the_reference_targets_after_a_kick_while_standing_only(tmp_path):
   import jax
 
