@@ -129,7 +129,9 @@ def main() -> None:
     if args.statues:
       # A statue's action is tanh(pre_tanh): the held action, kept inside the tanh's range.
       args.statues.mkdir(parents=True, exist_ok=True)
-      name = Path(path).parent.name if Path(path).stem == "policy" else Path(path).stem
+      file = Path(path)
+      # A checkpoint's policy.onnx is named after its run and step.
+      name = f"{file.parent.parent.name}_{file.parent.name}" if file.stem == "policy" else file.stem
       out = statue.write_statue(args.statues / f"{name}_held.onnx", np.arctanh(np.clip(held, -0.999, 0.999)))
       entry["statue"] = str(out)
   emit(
