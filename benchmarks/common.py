@@ -88,6 +88,18 @@ def trunk_up_z(qpos: Any) -> Any:
   return 1.0 - 2.0 * (q[:, 1] ** 2 + q[:, 2] ** 2)
 
 
+def trunk_pitch_deg(qpos: Any, xp: Any = None) -> Any:
+  """Trunk pitch ([n], degrees, nose-down positive) from the free joint's quaternion (w, x, y, z) in `qpos` ([n, nq]).
+
+  `xp` is numpy (default) or jax.numpy (inside a jitted function).
+  """
+  import numpy as np
+
+  xp = np if xp is None else xp
+  w, x, y, z = (qpos[:, i] for i in range(3, 7))
+  return xp.degrees(xp.arcsin(xp.clip(2.0 * (w * y - z * x), -1.0, 1.0)))
+
+
 def build_env(env_name: str, task: str, overrides: list[str], preset: str = "full", num_envs: int | None = None):
   """The Open Duck Mini V2 runner's own env, randomizer and VecEnv for a configuration.
 

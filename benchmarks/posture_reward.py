@@ -36,6 +36,7 @@ from benchmarks.common import build_env
 from benchmarks.common import emit
 from benchmarks.common import hold_command
 from benchmarks.common import machine
+from benchmarks.common import trunk_pitch_deg
 
 
 def posture_env(overrides: list[str]):
@@ -48,12 +49,6 @@ def posture_env(overrides: list[str]):
 
   runner, _, _, cfg = build_env("joystick", "flat_terrain", [*overrides, "push_config.enable=false"], preset="cpu")
   return runner.make_env("joystick", "flat_terrain", policy_io.file_output_is_the_action(cfg.env_config)), cfg
-
-
-def trunk_pitch_deg(qpos: np.ndarray) -> np.ndarray:
-  """Trunk pitch ([n], degrees, nose-down positive) from the free joint's quaternion (w, x, y, z) in `qpos`."""
-  w, x, y, z = (qpos[:, i] for i in range(3, 7))
-  return np.degrees(np.arcsin(np.clip(2.0 * (w * y - z * x), -1.0, 1.0)))
 
 
 def posture_terms(env, policies: dict[str, object], envs: int, settle_steps: int, steps: int, seed: int = 0) -> dict:
@@ -124,8 +119,9 @@ def main() -> None:
   scale = float(cfg.env_config.action_scale)
   for path, entry in result.items():
     held = entry.pop("held_action")
-    names = constants.ACTUATOR_NAMES
-    entry["held_targets_rad"] = {name: round(float(held[i] * scale), 4) for i, name in enumerate(names)}
+    entry["held_targets_rad"] = {
+      name: round(float(held[i] * scale), 4) for i, name in enumerate(constants.ACTUATOR_NAMES)
+    }
     if args.statues:
       # A statue's action is tanh(pre_tanh): the held action, kept inside the tanh's range.
       args.statues.mkdir(parents=True, exist_ok=True)

@@ -41,6 +41,7 @@ from benchmarks.common import emit
 from benchmarks.common import hold_command
 from benchmarks.common import kicked_qvel
 from benchmarks.common import machine
+from benchmarks.common import trunk_pitch_deg
 from benchmarks.common import trunk_up_z
 
 #: Largest |tanh| a written policy outputs (its bias is the arctanh of the offset).
@@ -113,8 +114,7 @@ def main() -> None:
       return s, s.done
 
     settled, fell = jax.lax.scan(hold, batch, None, length=settle)
-    q = settled.data.qpos[:, 3:7]  # (w, x, y, z)
-    pitch = jp.degrees(jp.arcsin(jp.clip(2.0 * (q[:, 0] * q[:, 2] - q[:, 3] * q[:, 1]), -1.0, 1.0)))
+    pitch = trunk_pitch_deg(settled.data.qpos, jp)
     return settled, pitch, fell.max(axis=0) < 0.5
 
   @jax.jit
