@@ -1,5 +1,6 @@
 """Left/right mirror symmetry: the maps, the duck's physics under them, and PPO batch augmentation."""
 
+import jax
 import jax.numpy as jp
 import mujoco
 import numpy as np
@@ -223,6 +224,55 @@ def test_augment_appends_the_mirror_image_of_every_trajectory_with_the_collected
     out.extras["state_extras"]["truncation"],
   ):
     np.testing.assert_array_equal(x[b:], x[:b])
+
+
+def test_mirrored_samples_carry_the_mirror_image_of_the_behaviour_distribution():
+  """A mirrored sample's behaviour distribution is the original's mirror image: under it the
+  mirrored raw action has exactly the stored log-probability, and Brax's `kl_mean` of an unchanged
+  mirror-symmetric policy is zero on the whole augmented batch. Kept unmirrored (as before
+  2026-12-07) the metric read 1-13 on every run with the mirror on."""
+  from brax.training import distribution
+
+  act = SignedPermutation((2, 1, 0), (-1.0, 1.0, -1.0))  # a mirror is its own inverse
+  m = symmetry.Mirror(observation={"state": act}, action=act)
+  dist = distribution.NormalTanhDistribution(event_size=3)
+  rng = np.random.default_rng(1)
+  b, t = 4, 5
+  # A mirror-symmetric linear policy: loc = W o with act(W o) = W obs_mirror(o); scales mirror-unsigned.
+  w = np.diag([0.7, -0.4, 0.7]) + np.array([[0.0, 0.2, 0.3], [0.1, 0.0, -0.1], [-0.3, -0.2, 0.0]])
+  w = 0.5 * (w + act.matrix() @ w @ act.matrix().T)
+  raw_scale = np.array([0.3, -0.5, 0.3])
+
+  def logits(obs):
+    return jp.concatenate([jp.asarray(obs @ w.T), jp.broadcast_to(jp.asarray(raw_scale), obs.shape[:-1] + (3,))], -1)
+
+  obs = rng.normal(size=(b, t, 3))
+  params = logits(obs)
+  raw = dist.sample_no_postprocessing(params, jax.random.PRNGKey(0))
+  data = types.Transition(
+    observation={"state": jp.asarray(obs)},
+    action=dist.postprocess(raw),
+    reward=jp.zeros((b, t)),
+    discount=jp.ones((b, t)),
+    next_observation={"state": jp.asarray(obs)},
+    extras={
+      "policy_extras": {"raw_action": raw, "log_prob": dist.log_prob(params, raw), "distribution_params": params},
+      "state_extras": {"truncation": jp.zeros((b, t))},
+    },
+  )
+  out = symmetry.augment(data, m)
+  extras = out.extras["policy_extras"]
+  np.testing.assert_allclose(
+    dist.log_prob(extras["distribution_params"][b:], extras["raw_action"][b:]), extras["log_prob"][b:], atol=1e-5
+  )
+  new = dist.create_dist(logits(np.asarray(out.observation["state"])))
+  kl = new.kl_divergence(dist.create_dist(extras["distribution_params"]))
+  np.testing.assert_allclose(kl, 0.0, atol=1e-4)  # Brax adds 1e-5 inside its log
+  # The unmirrored parameters (the old augmentation) read a large KL for the same unchanged policy.
+  stale = new.kl_divergence(dist.create_dist(jp.concatenate([params, params])))
+  assert float(jp.mean(stale[b:])) > 0.1, float(jp.mean(stale[b:]))
+  with pytest.raises(ValueError, match="distribution parameters"):
+    symmetry.mirror_distribution_params(params[..., :4], act)
 
 
 # Training through the command line with the augmentation on: tests/test_second_robot.py (the test

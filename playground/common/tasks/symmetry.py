@@ -159,10 +159,16 @@ def augment(data: Any, mirror: Mirror) -> Any:
   mirrored action has, under the mirror image of the collecting policy, the
   density the original had under that policy. PPO's ratio
   pi(mirror a | mirror o) / pi_old(a | o) is then the exact importance weight.
+  For the same reason their behaviour distribution (`distribution_params`,
+  read by the loss only for the `kl_mean` metric) is the mirror image of the
+  original's; kept unmirrored, that metric compares each mirrored sample's
+  new action mean with the unmirrored old one and reads as a KL of 1-13.
   """
-  mirrored_raw = mirror.act(data.extras["policy_extras"]["raw_action"])
+  extras = data.extras["policy_extras"]
+  policy_extras = dict(extras, raw_action=mirror.act(extras["raw_action"]))
+  if "distribution_params" in extras:
+    policy_extras["distribution_params"] = mirror_distribution_params(extras["distribution_params"], mirror.action)
   mirrored_obs = mirror.observe(data.observation)
-  policy_extras = dict(data.extras["policy_extras"], raw_action=mirrored_raw)
   mirrored = data._replace(
     observation=mirrored_obs,
     next_observation=mirror.observe(data.next_observation),
@@ -170,3 +176,17 @@ def augment(data: Any, mirror: Mirror) -> Any:
     extras=dict(data.extras, policy_extras=policy_extras),
   )
   return jax.tree_util.tree_map(lambda a, b: jp.concatenate([a, b]), data, mirrored)
+
+
+def mirror_distribution_params(params: Any, action: SignedPermutation) -> Any:
+  """The mirror image of a Brax normal (or tanh-normal) policy's parameters [..., loc | raw scale].
+
+  The mean maps as the action does; the scale, one per action, only moves
+  with its action (a scale has no sign).
+  """
+  n = action.size
+  if params.shape[-1] != 2 * n:
+    raise ValueError(f"expected {2 * n} distribution parameters (loc, scale) for {n} actions, got {params.shape[-1]}")
+  unsigned = SignedPermutation(action.index, (1.0,) * n)
+  xp = jp if isinstance(params, jax.Array) else np
+  return xp.concatenate([action(params[..., :n]), unsigned(params[..., n:])], axis=-1)
