@@ -599,6 +599,21 @@ def test_catch_imitation_pays_for_the_reference_targets_after_a_kick_while_stand
   assert term(kicked, on_target) == pytest.approx(1.0)
   assert term(kicked, np.zeros(14)) == pytest.approx(np.exp(-np.sum(np.square(target)) / 0.05), rel=1e-5)
   assert term(kicked.replace(recovering=0.0), on_target) == 0.0  # after the window
+  # The other foot: the mirror image of the motion pays as much, and every action earns what its
+  # mirror image earns for the mirrored kick, so a mirrored sample (`symmetry.augment`) is paid right.
+  from playground.open_duck_mini_v2.model import mirror as duck_mirror
+
+  flip = duck_mirror.joint_map(env.mj_model)
+  assert not np.allclose(flip(on_target), on_target, atol=0.01)  # the motion is one-sided
+  assert term(kicked, flip(on_target)) == pytest.approx(1.0)
+  rng = np.random.default_rng(3)
+  for angle in (160.0, 200.0, 180.0):
+    kick = 0.5 * np.array([np.cos(np.radians(angle)), np.sin(np.radians(angle))])
+    for _ in range(3):
+      action = (on_target + rng.normal(scale=0.3, size=14)).astype(np.float32)
+      here = term(kicked.replace(kick=jp.asarray(kick, jp.float32)), action)
+      there = term(kicked.replace(kick=jp.asarray(kick * [1.0, -1.0], jp.float32)), flip(action))
+      assert here == pytest.approx(there, rel=1e-5, abs=1e-9) and here > 1e-3
   walking = kicked.replace(command=jp.array([0.1, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]))
   assert term(walking, on_target) == 0.0  # walking: the gait's imitation, not this
   assert env.reward_scales()["catch_imitation"] == 4.0

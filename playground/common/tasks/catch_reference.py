@@ -14,6 +14,13 @@ excursion from the stance it was searched from is scaled by the kick's
 velocity component along that direction over the searched kick strength
 (clipped to [0, `max_scale`]), so a light kick asks for a small motion. The
 motion is played about the env's own stance.
+
+A robot that is its own mirror image can catch a kick with either foot, and
+a batch with mirrored samples (`ppo.symmetry_augmentation`) pays each mirror
+image of an action the reward of the original. So the reward compares with
+both the motion for the kick and the mirror image of the motion for the
+mirrored kick (`mirrored_targets`), and pays the nearer: the term is then
+the same for a sample and its mirror image, as the augmentation assumes.
 """
 
 from __future__ import annotations
@@ -130,3 +137,14 @@ class CatchReference:
     pose = (1.0 - w) * path[i] + w * path[i + 1]
     moving = since >= self.react_steps
     return stance + jp.where(moving, scale * (pose - jp.asarray(self.origin)), 0.0)
+
+  def mirrored_targets(self, kick: jax.Array, since: jax.Array, stance: jax.Array, mirror) -> jax.Array:
+    """The mirror image of `targets` for the mirrored kick: the same catch on the other side.
+
+    `mirror` maps leg-joint values to their mirror image (a
+    `symmetry.SignedPermutation` over the table's joints, an involution); the
+    kick (x forward, y left) mirrors to (x, -y). For a table whose motions for
+    mirrored kicks are each other's mirror images this equals `targets`.
+    """
+    mirrored_kick = jp.stack([kick[0], -kick[1]])
+    return mirror(self.targets(mirrored_kick, since, mirror(stance)))

@@ -40,6 +40,11 @@ def joint_map(model: mujoco.MjModel) -> SignedPermutation:
   return symmetry.joint_mirror(model, constants.ACTUATOR_NAMES, partner)
 
 
+def leg_map(model: mujoco.MjModel) -> SignedPermutation:
+  """The mirror of per-leg-joint values (`constants.LEG_JOINT_NAMES` order)."""
+  return symmetry.joint_mirror(model, constants.LEG_JOINT_NAMES, partner)
+
+
 def command_map(joints: SignedPermutation) -> SignedPermutation:
   """vx, vy, yaw rate, then the head joint offsets (with the head joints' own signs)."""
   head = [constants.ACTUATOR_NAMES.index(n) for n in constants.HEAD_JOINT_NAMES]

@@ -19,6 +19,7 @@ from playground.common.tasks import reference_motion
 from playground.common.tasks import rewards
 from playground.open_duck_mini_v2.model import commands
 from playground.open_duck_mini_v2.model import constants
+from playground.open_duck_mini_v2.model import mirror
 from playground.open_duck_mini_v2.model import observations
 from playground.open_duck_mini_v2.tasks import base
 from playground.open_duck_mini_v2.tasks.gait_tables import FRAME_LAYOUT
@@ -195,6 +196,7 @@ class Joystick(base.OpenDuckMiniV2Env):
       self._catch = catch_reference.CatchReference.load(
         catch_path, constants.LEG_JOINT_NAMES, float(self._config.ctrl_dt), residual_gain(self._config)
       )
+      self._catch_mirror = mirror.leg_map(self.mj_model)
     if uses_reference(self._config):
       self._reference = load_reference(self._config)
       c = self._config.command_config
@@ -277,11 +279,20 @@ class Joystick(base.OpenDuckMiniV2Env):
     """The recovery reference's term: leg motor targets near the catching motion, after a kick while standing."""
     reach = float(self._config.action_scale) * residual_gain(self._config)
     stance = jp.asarray(self._stand_pose)
-    target = jp.clip(self._catch.targets(step.kick, step.since_kick, stance), stance - reach, stance + reach)
     legs = jp.array(IMITATED_JOINTS)
     standing = (jp.linalg.norm(command[commands.VELOCITY]) <= 0.01).astype(jp.float32)
     sigma = float(self._config.reward_config.get("catch_sigma", 0.05))
-    pose = rewards.joint_tracking(target, action[legs] * float(self._config.action_scale), sigma)
+    targets = action[legs] * float(self._config.action_scale)
+    # The motion or its mirror image, whichever is nearer (`catch_reference`).
+    pose = jp.maximum(
+      *(
+        rewards.joint_tracking(jp.clip(target, stance - reach, stance + reach), targets, sigma)
+        for target in (
+          self._catch.targets(step.kick, step.since_kick, stance),
+          self._catch.mirrored_targets(step.kick, step.since_kick, stance, self._catch_mirror),
+        )
+      )
+    )
     return pose * standing * jp.asarray(step.recovering, jp.float32)
 
   def sample_command(self, rng: jax.Array) -> jax.Array:
