@@ -13,7 +13,10 @@ window) it reports, per direction:
 - the reference's RMS excursion of the leg targets from the posture held
   before the kick (what following it asks for), the policy's own, and the
   RMS gap between the two (the reference played about the posture held, so a
-  posture offset is not counted as a failure to react);
+  posture offset is not counted as a failure to react). As the reward does,
+  each step is compared with the nearer of the motion and its mirror image
+  (the same catch on the other foot); `mirror_side` is the share of steps
+  the mirror image was the nearer;
 - the mean per control step of exp(-gap² / `--sigma`), the reward's
   `catch_imitation` term at `reward_config.catch_sigma`;
 - the share of starts that fell within `--after` s.
@@ -49,11 +52,13 @@ def follow(
   after: int,
   action_scale: float,
   sigma: float,
+  mirror=None,
 ) -> dict:
   """Per direction (degrees): the excursions, the gap, the reward term's mean and the fall share (see the module).
 
   `policy` is a batched `fn(obs[n, obs_size]) -> actions[n, 14]`; `reference` a `CatchReference`;
-  the step counts are control steps.
+  the step counts are control steps. `mirror` maps leg-joint values to their mirror image
+  (`mirror.leg_map`); None compares with the motion only.
   """
   import jax
   import jax.numpy as jp
@@ -76,7 +81,7 @@ def follow(
     angle = np.radians(direction)
     kick_xy = jp.asarray([kick * np.cos(angle), kick * np.sin(angle)], jp.float32)
     fell = np.zeros(envs, bool)
-    ref_moves, own_moves, gaps, paid = [], [], [], []
+    ref_moves, own_moves, gaps, paid, sides = [], [], [], [], []
     for t in range(after):
       action = np.asarray(policy(np.asarray(state.obs["state"])))
       state = step(state, jp.asarray(action))
@@ -84,9 +89,19 @@ def follow(
       if t < window:
         own = action[:, legs] * action_scale - held
         ref = np.asarray(targets(kick_xy, jp.asarray(t), jp.asarray(held))) - held
+        gap = np.sum(np.square(own - ref), axis=1)
+        if mirror is not None:
+          flipped = kick_xy * jp.asarray([1.0, -1.0])
+          other = mirror(np.asarray(targets(flipped, jp.asarray(t), jp.asarray(mirror(held))))) - held
+          other_gap = np.sum(np.square(own - other), axis=1)
+          side = other_gap < gap * (1.0 - 1e-4)  # a tie (nothing moved) keeps the motion
+          ref, gap = np.where(side[:, None], other, ref), np.minimum(gap, other_gap)
+        else:
+          side = np.zeros(envs, bool)
         live = ~fell
         if live.any():
-          gap = np.sum(np.square(own - ref), axis=1)[live]
+          sides.append(side[live])
+          gap = gap[live]
           ref_moves.append(np.mean(np.square(ref), axis=1)[live])
           own_moves.append(np.mean(np.square(own), axis=1)[live])
           gaps.append(gap / len(legs))
@@ -96,6 +111,7 @@ def follow(
       "policy_excursion_rms_rad": round(float(np.sqrt(np.mean(np.concatenate(own_moves)))), 4),
       "gap_rms_rad": round(float(np.sqrt(np.mean(np.concatenate(gaps)))), 4),
       "catch_imitation_per_step": round(float(np.mean(np.concatenate(paid))), 3),
+      "mirror_side": round(float(np.mean(np.concatenate(sides))), 3),
       "fell": round(float(fell.mean()), 3),
     }
   return out
@@ -119,6 +135,7 @@ def main() -> None:
   from playground.common.tasks.catch_reference import CatchReference
   from playground.open_duck_mini_v2.evaluation import policy_io
   from playground.open_duck_mini_v2.model import constants
+  from playground.open_duck_mini_v2.model import mirror
 
   if not args.policy.is_file():
     raise SystemExit(f"error: no such policy file: {args.policy}")
@@ -140,6 +157,7 @@ def main() -> None:
     after=int(round(args.after / dt)),
     action_scale=float(cfg.env_config.action_scale),
     sigma=args.sigma,
+    mirror=mirror.leg_map(env.mj_model),
   )
   emit(
     {

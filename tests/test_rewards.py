@@ -533,6 +533,7 @@ def test_catch_follow_sees_a_statue_not_react_to_the_kick(tmp_path):
   from playground.common.tasks.catch_reference import CatchReference
   from playground.open_duck_mini_v2.evaluation import policy_io
   from playground.open_duck_mini_v2.model import constants
+  from playground.open_duck_mini_v2.model import mirror as duck_mirror
 
   path, back, _ = _catch_json(tmp_path / "catch.json")
   env, cfg = posture_env([*KICK_ONLY_OVERRIDES])
@@ -550,13 +551,15 @@ def test_catch_follow_sees_a_statue_not_react_to_the_kick(tmp_path):
     after=8,
     action_scale=float(cfg.env_config.action_scale),
     sigma=0.05,
+    mirror=duck_mirror.leg_map(env.mj_model),
   )["180"]
   # The reference (kick 0.3 of the searched 0.5: 0.6 of each excursion), steps 0-7 after the kick,
   # by hand: 2 steps held, then through the knots at 2 steps each, about the posture held (home).
   origin = reference.origin
   path_rad = [origin, origin, 0.5 * (origin + back[0]), back[0], 0.5 * (back[0] + back[1]), back[1], back[1], back[1]]
   moves = np.array([0.6 * (p - origin) for p in path_rad])
-  assert got["policy_excursion_rms_rad"] == 0.0
+  # Standing still is as far from the motion as from its mirror image: the motion's side is kept.
+  assert got["policy_excursion_rms_rad"] == 0.0 and got["mirror_side"] == 0.0
   np.testing.assert_allclose(got["reference_excursion_rms_rad"], np.sqrt(np.mean(moves**2)), atol=1e-4)
   np.testing.assert_allclose(got["gap_rms_rad"], got["reference_excursion_rms_rad"], atol=1e-4)
   np.testing.assert_allclose(got["catch_imitation_per_step"], np.mean(np.exp(-np.sum(moves**2, 1) / 0.05)), atol=1e-3)
