@@ -175,3 +175,32 @@ def test_the_critics_kick_block_forgets_a_kick_after_its_memory():
   np.testing.assert_allclose(fresh[3:], [0.0, 0.34 / math.sqrt(9.81 / 0.21)], atol=1e-6)
   old = np.asarray(observations.kick_state(kick, jp.float32(observations.KICK_MEMORY_S), facing_left))
   np.testing.assert_allclose(old[:3], [0.0, 0.0, 1.0])
+
+
+def test_kick_signal_shows_a_kick_in_the_files_normalized_inputs():
+  """`benchmarks.kick_signal` on the trained walker fixture: a 0.5 m/s kick straight back moves
+  the trunk's gyro and accelerometer by a sizeable part of their training spread within two steps,
+  and the same run with no kick moves them by a third of that at most; the command input is unchanged."""
+  from pathlib import Path
+
+  from benchmarks import kick_signal
+  from benchmarks.common import KICK_ONLY_OVERRIDES
+  from benchmarks.posture_reward import posture_env
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.model import observations
+
+  path = Path(__file__).parent / "fixtures" / "walker" / "policy.onnx"
+  mean, std = kick_signal.normalizer(path)
+  env, cfg = posture_env([*KICK_ONLY_OVERRIDES])
+  fields = observations.state_layout(int(cfg.env_config.get("observation_history", 0))).fields
+  policy = policy_io.onnx_policy(path, batched=True)
+  got = {
+    kick: kick_signal.signal(env, policy, mean, std, fields, [180.0], kick=kick, envs=2, settle_steps=40)["180"]
+    for kick in (0.5, 0.0)
+  }
+  assert set(got[0.5]) == {name for name, _ in fields}
+  for block in ("gyro", "accelerometer"):
+    kicked = max(got[0.5][block]["max_abs_z_by_step"][:3])
+    still = max(got[0.0][block]["max_abs_z_by_step"][:3])
+    assert kicked > 0.3 and kicked > 3 * still, (block, kicked, still)  # the walker sways a little at rest
+  assert got[0.5]["command"] == got[0.0]["command"]  # the kick is not a command
