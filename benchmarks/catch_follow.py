@@ -69,6 +69,10 @@ def follow(
   reset = jax.jit(jax.vmap(env.reset))
   step = jax.jit(jax.vmap(env.step))
   targets = jax.jit(jax.vmap(reference.targets, in_axes=(None, None, 0)))
+  if mirror is not None:
+    mirrored = jax.jit(
+      jax.vmap(lambda k, t, stance: reference.mirrored_targets(k, t, stance, mirror), in_axes=(None, None, 0))
+    )
   out = {}
   for direction in directions:
     state = hold_command(reset(jax.random.split(jax.random.PRNGKey(0), envs)), None)
@@ -91,8 +95,7 @@ def follow(
         ref = np.asarray(targets(kick_xy, jp.asarray(t), jp.asarray(held))) - held
         gap = np.sum(np.square(own - ref), axis=1)
         if mirror is not None:
-          flipped = kick_xy * jp.asarray([1.0, -1.0])
-          other = mirror(np.asarray(targets(flipped, jp.asarray(t), jp.asarray(mirror(held))))) - held
+          other = np.asarray(mirrored(kick_xy, jp.asarray(t), jp.asarray(held))) - held
           other_gap = np.sum(np.square(own - other), axis=1)
           side = other_gap < gap * (1.0 - 1e-4)  # a tie (nothing moved) keeps the motion
           ref, gap = np.where(side[:, None], other, ref), np.minimum(gap, other_gap)

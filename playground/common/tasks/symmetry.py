@@ -65,6 +65,10 @@ class SignedPermutation:
       start += p.size
     return cls(tuple(index), tuple(sign))
 
+  def unsigned(self) -> SignedPermutation:
+    """The same permutation with every sign +1 (for values without a sign: scales, gains)."""
+    return SignedPermutation(self.index, (1.0,) * self.size)
+
   def tile(self, times: int) -> SignedPermutation:
     """The same map on `times` consecutive copies of its input."""
     return SignedPermutation.concat([self] * times)
@@ -187,6 +191,5 @@ def mirror_distribution_params(params: Any, action: SignedPermutation) -> Any:
   n = action.size
   if params.shape[-1] != 2 * n:
     raise ValueError(f"expected {2 * n} distribution parameters (loc, scale) for {n} actions, got {params.shape[-1]}")
-  unsigned = SignedPermutation(action.index, (1.0,) * n)
   xp = jp if isinstance(params, jax.Array) else np
-  return xp.concatenate([action(params[..., :n]), unsigned(params[..., n:])], axis=-1)
+  return xp.concatenate([action(params[..., :n]), action.unsigned()(params[..., n:])], axis=-1)

@@ -57,7 +57,6 @@ def command_map(joints: SignedPermutation) -> SignedPermutation:
 def block_maps(joints: SignedPermutation) -> dict[str, SignedPermutation]:
   """The mirror of every named observation block (actor, critic, history, dynamics)."""
   same = SignedPermutation.identity
-  per_joint_unsigned = SignedPermutation(joints.index, (1.0,) * joints.size)
   history_frame = SignedPermutation.concat(
     [
       {"gyro": AXIAL, "accelerometer": POLAR, "joint_pos": joints, "joint_vel": joints}[n]
@@ -68,7 +67,7 @@ def block_maps(joints: SignedPermutation) -> dict[str, SignedPermutation]:
     "trunk_com_offset": POLAR,
     "trunk_mass_delta": same(1),
     "floor_friction": same(1),
-    "kp_scale": per_joint_unsigned,
+    "kp_scale": joints.unsigned(),
     "servo_offset": joints,
   }
   return {
