@@ -133,6 +133,7 @@ def main() -> None:
   parser.add_argument("--sigma", type=float, default=0.05, help="the reward's reward_config.catch_sigma")
   args = parser.parse_args()
 
+  from benchmarks.posture_reward import history_overrides
   from benchmarks.posture_reward import posture_env
   from playground.common.configs import ConfigError
   from playground.common.tasks.catch_reference import CatchReference
@@ -142,7 +143,7 @@ def main() -> None:
 
   if not args.policy.is_file():
     raise SystemExit(f"error: no such policy file: {args.policy}")
-  env, cfg = posture_env([*KICK_ONLY_OVERRIDES])
+  env, cfg = posture_env([*KICK_ONLY_OVERRIDES, *history_overrides(args.policy)])
   try:
     reference = CatchReference.load(args.reference, constants.LEG_JOINT_NAMES, float(env.dt))
   except ConfigError as e:

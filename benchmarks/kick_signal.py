@@ -94,6 +94,7 @@ def main() -> None:
   parser.add_argument("--settle", type=float, default=1.5, help="s held at a zero command before the kick")
   args = parser.parse_args()
 
+  from benchmarks.posture_reward import history_overrides
   from benchmarks.posture_reward import posture_env
   from playground.open_duck_mini_v2.evaluation import policy_io
   from playground.open_duck_mini_v2.model import observations
@@ -104,7 +105,7 @@ def main() -> None:
     mean, std = normalizer(args.policy)
   except ValueError as e:
     raise SystemExit(f"error: {e}") from None
-  env, cfg = posture_env([*KICK_ONLY_OVERRIDES])
+  env, cfg = posture_env([*KICK_ONLY_OVERRIDES, *history_overrides(args.policy)])
   layout = observations.state_layout(int(cfg.env_config.get("observation_history", 0)))
   result = signal(
     env,

@@ -51,6 +51,19 @@ def posture_env(overrides: list[str]):
   return runner.make_env("joystick", "flat_terrain", policy_io.file_output_is_the_action(cfg.env_config)), cfg
 
 
+def history_overrides(policy_path) -> list[str]:
+  """The `--set` that gives the env the file's observation history (`posture_env` builds the preset's, none).
+
+  Exits with one line if the file is not one of this robot's policies.
+  """
+  from playground.open_duck_mini_v2.evaluation import policy_io
+
+  try:
+    return [f"observation_history={policy_io.observation_history(policy_path)}"]
+  except policy_io.ScoreError as e:
+    raise SystemExit(f"error: {e}") from None
+
+
 def posture_terms(env, policies: dict[str, object], envs: int, settle_steps: int, steps: int, seed: int = 0) -> dict:
   """Per policy name: {"terms": mean weighted reward per control step by term, "sum", "fell",
   "held_action": the mean action ([14], action units), "trunk_pitch_deg": the mean pitch, nose-down positive}.

@@ -164,3 +164,50 @@ def test_an_invalid_observation_history_is_refused(frames):
   config.observation_history = frames
   with pytest.raises(configs.ConfigError, match="observation_history must be a whole number of frames in 0..10"):
     env_class("joystick")(config=config)
+
+
+def test_the_actor_kick_diagnostic_ends_the_actors_view_with_the_critics_kick_block_and_no_player_takes_it():
+  """`actor_kick`: the actor's 101 floats, then the 5 of `KICK_FIELDS`, equal to the critic's; it
+  needs `critic_kick`; the exported contract says so, and the players' contract check refuses it."""
+  from playground.common import configs
+  from playground.open_duck_mini_v2 import runner_hooks
+  from playground.open_duck_mini_v2.evaluation import policy_io
+  from playground.open_duck_mini_v2.tasks import joystick
+
+  sizes = dict(gyro=3, accelerometer=3, gravity=3, local_linvel=3, global_linvel=3, global_angvel=3, base_pos=3)
+  sizes.update(com_pos=3, joint_pos=14, joint_vel=14, actuator_force=14, feet_contacts=2, feet_pos=(2, 3))
+  sizes.update(feet_vel=(2, 3), base_height=1, heading=())
+  readings = observations.Readings(**{f: jp.ones(n) for f, n in sizes.items()})
+  kick = jp.array([-0.4, 0.1, 0.25, -0.03, 0.01])
+  common = dict(
+    noisy=readings,
+    clean=readings,
+    imu_sample=jp.ones(6),
+    command=jp.zeros(7),
+    last_actions=jp.zeros(42),
+    motor_targets=jp.zeros(14),
+    phase=jp.asarray(0.0),
+    feet_air_time=jp.zeros(2),
+    kick=kick,
+  )
+  plain = observations.build(**common)
+  seen = observations.build(**common, actor_kick=True)
+  assert seen["state"].shape == (106,) and plain["state"].shape == (101,)
+  np.testing.assert_array_equal(seen["state"][:101], plain["state"])
+  np.testing.assert_array_equal(seen["state"][101:], kick)
+  np.testing.assert_array_equal(seen["privileged_state"], plain["privileged_state"])
+  with pytest.raises(ValueError, match="critic_kick"):
+    observations.build(**{**common, "kick": None}, actor_kick=True)
+
+  config = joystick.default_config()
+  config.actor_kick = True
+  with pytest.raises(configs.ConfigError, match="needs critic_kick=true"):
+    joystick.Joystick(config=config)
+  config.critic_kick = True
+  env = joystick.Joystick(config=config)
+  assert env.state_layout.size == 106
+  contract = runner_hooks.policy_contract(env, "joystick", config)
+  assert contract.metadata["observation_size"] == 106 and "actor_kick" in contract.metadata["diagnostic"]
+  assert contract.probe_observations.shape[1] == 106 and np.all(contract.probe_observations[:, 103] == 1.0)
+  with pytest.raises(policy_io.ScoreError, match="106 inputs"):
+    policy_io.check_contract(contract.metadata, env.ids.home_ctrl, float(config.ctrl_dt))

@@ -42,14 +42,18 @@ def test_signed_permutation_rejects_a_non_permutation_and_a_bad_sign():
   np.testing.assert_array_equal(np.asarray(p(jp.asarray(x))), p(x))
 
 
-@pytest.mark.parametrize("history,dynamics,kick", [(0, False, False), (0, True, False), (2, True, True)])
-def test_the_duck_mirror_is_an_involution_on_every_observation_and_the_action(history, dynamics, kick):
+@pytest.mark.parametrize(
+  "history,dynamics,kick,actor",
+  [(0, False, False, False), (0, True, False, False), (2, True, True, False), (0, False, True, True)],
+)
+def test_the_duck_mirror_is_an_involution_on_every_observation_and_the_action(history, dynamics, kick, actor):
   config = default_config()
   config.observation_history = history
   config.critic_dynamics = dynamics
   config.critic_kick = kick
+  config.actor_kick = actor
   m = duck_mirror.policy_mirror(robot_model.load_model("flat_terrain"), config)
-  assert m.observation["state"].size == observations.state_layout(history).size
+  assert m.observation["state"].size == observations.state_layout(history, actor).size
   assert m.observation["privileged_state"].size == observations.privileged_layout(history, dynamics, kick).size
   x = {k: np.random.default_rng(0).normal(size=(3, p.size)) for k, p in m.observation.items()}
   twice = m.observe(m.observe(x))

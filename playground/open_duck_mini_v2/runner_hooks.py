@@ -23,6 +23,7 @@ from playground.common.export import contract
 from playground.common.export.contract import PolicyContract
 from playground.common.export.policy_file import POLICY_FILE
 from playground.common.tasks import randomize
+from playground.common.tasks.observation_layout import ObservationLayout
 from playground.common.tasks.randomize import RandomizationFn
 from playground.open_duck_mini_v2.evaluation import runtime
 from playground.open_duck_mini_v2.evaluation import scorecard
@@ -69,7 +70,7 @@ def policy_metadata(env: Any, env_name: str, env_config: config_dict.ConfigDict)
   frequency = env.gait_frequency
   ctrl_dt = float(env_config.ctrl_dt)
   history = int(env_config.get("observation_history", 0))
-  layout = observations.state_layout(history)
+  layout = actor_layout(env_config)
   phase_steps = 1.0 / (frequency * ctrl_dt)
   if abs(phase_steps - round(phase_steps)) > 1e-3:
     logger.warning(
@@ -78,7 +79,14 @@ def policy_metadata(env: Any, env_name: str, env_config: config_dict.ConfigDict)
       phase_steps,
       1.0 / ctrl_dt,
     )
+  diagnostic = {}
+  if env_config.get("actor_kick", False):
+    diagnostic["diagnostic"] = (
+      "actor_kick: the last inputs are the privileged kick state (kick_velocity, since_kick, capture_point); "
+      "no robot can feed them, and every player refuses this file"
+    )
   return {
+    **diagnostic,
     "observation_layout": layout.to_json(),
     "observation_size": layout.size,
     "observation_history": history,
@@ -124,7 +132,7 @@ def policy_metadata(env: Any, env_name: str, env_config: config_dict.ConfigDict)
 
 def policy_input_bounds(env_config: config_dict.ConfigDict) -> tuple[np.ndarray, np.ndarray]:
   """(low, high) of the policy's inputs: the commands clamped to their training ranges, the rest unbounded."""
-  size = observations.state_layout(int(env_config.get("observation_history", 0))).size
+  size = actor_layout(env_config).size
   block = observations.STATE_LAYOUT.slices["command"]
   return contract.bounds_of_block(size, block, commands.ranges(env_config.command_config))
 
@@ -143,7 +151,19 @@ def policy_probe_observations(env: Any, env_config: config_dict.ConfigDict) -> n
     frames = np.concatenate(
       [frames, np.zeros((len(frames), history * observations.HISTORY_FRAME_LAYOUT.size), np.float32)], axis=1
     )
+  if env_config.get("actor_kick", False):
+    # The `actor_kick` diagnostic's kick state: no kick recent (`since_kick` 1).
+    kick = np.zeros((len(frames), observations.KICK_SIZE), np.float32)
+    kick[:, ObservationLayout(observations.KICK_FIELDS).slices["since_kick"]] = 1.0
+    frames = np.concatenate([frames, kick], axis=1)
   return frames
+
+
+def actor_layout(env_config: config_dict.ConfigDict) -> ObservationLayout:
+  """The actor observation's layout for an env config (history frames, the `actor_kick` diagnostic)."""
+  return observations.state_layout(
+    int(env_config.get("observation_history", 0)), bool(env_config.get("actor_kick", False))
+  )
 
 
 def score_checkpoint(step_dir: Path, step: int, env_config: dict[str, Any], task: str, seeds: int) -> dict[str, float]:

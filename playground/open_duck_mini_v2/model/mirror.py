@@ -119,7 +119,7 @@ def policy_mirror(model: mujoco.MjModel, env_config: config_dict.ConfigDict) -> 
   joints = joint_map(model)
   history = int(env_config.get("observation_history", 0))
   blocks = block_maps(joints)
-  state = layout_map(observations.state_layout(history), blocks)
+  state = layout_map(observations.state_layout(history, bool(env_config.get("actor_kick", False))), blocks)
   privileged = layout_map(
     observations.privileged_layout(
       history, bool(env_config.get("critic_dynamics", False)), bool(env_config.get("critic_kick", False))

@@ -91,18 +91,20 @@ HISTORY_FRAME_LAYOUT = ObservationLayout(
 MAX_HISTORY = 10
 
 
-def state_layout(history: int = 0) -> ObservationLayout:
+def state_layout(history: int = 0, kick: bool = False) -> ObservationLayout:
   """Actor observation `state`: 101 floats, plus `history` earlier frames.
 
   With `history` = 0 (the default) this is the layout the Open Duck runtime
   builds on the robot. With `history` > 0 a block `history` of `history` x 34
   floats follows: the `HISTORY_FRAME_LAYOUT` of the previous control steps,
-  newest first (a runtime must keep the same buffer).
+  newest first (a runtime must keep the same buffer). With `kick` (the
+  `actor_kick` diagnostic) the `KICK_FIELDS` come last: privileged, so no
+  robot can feed such a policy.
   """
   if not 0 <= history <= MAX_HISTORY:
     raise ValueError(f"observation history must be 0..{MAX_HISTORY} frames, got {history}")
   fields = _STATE_FIELDS + ((("history", history * HISTORY_FRAME_LAYOUT.size),) if history else ())
-  return ObservationLayout(fields)
+  return ObservationLayout(fields + (KICK_FIELDS if kick else ()))
 
 
 def privileged_layout(history: int = 0, dynamics: bool = False, kick: bool = False) -> ObservationLayout:
@@ -296,6 +298,7 @@ def build(
   history: jax.Array | None = None,
   dynamics: jax.Array | None = None,
   kick: jax.Array | None = None,
+  actor_kick: bool = False,
 ) -> dict[str, jax.Array]:
   """Assembles `state` and `privileged_state` from readings and env state.
 
@@ -317,7 +320,11 @@ def build(
       critic only (`critic_dynamics`); None leaves them out.
     kick: (`KICK_SIZE`,) balance state after a kick (`kick_state`) for the
       critic only (`critic_kick`); None leaves it out.
+    actor_kick: the actor's `state` ends with `kick` too (the `actor_kick`
+      diagnostic; needs `kick`).
   """
+  if actor_kick and kick is None:
+    raise ValueError("the actor can observe the kick only with the critic's kick state (critic_kick)")
   frames = 0 if history is None else history.shape[0]
   blocks = dict(
     **proprioception(imu_sample, noisy),  # the same blocks as a history frame
@@ -344,10 +351,12 @@ def build(
   )
   if dynamics is not None:
     privileged["dynamics"] = dynamics
+  kick_blocks = {}
   if kick is not None:
-    privileged.update(dict(zip([n for n, _ in KICK_FIELDS], jp.split(kick, [2, 3]), strict=True)))
+    kick_blocks = dict(zip([n for n, _ in KICK_FIELDS], jp.split(kick, [2, 3]), strict=True))
+    privileged.update(kick_blocks)
   return {
-    "state": state_layout(frames).concat(blocks),
+    "state": state_layout(frames, actor_kick).concat({**blocks, **(kick_blocks if actor_kick else {})}),
     "privileged_state": privileged_layout(frames, dynamics is not None, kick is not None).concat(
       {**blocks, **privileged}
     ),

@@ -86,6 +86,10 @@ def base_config() -> config_dict.ConfigDict:
       # capture point), on which the recovery window and the kick curriculum
       # depend. The actor's observation and the exported policy do not change.
       critic_kick=False,
+      # Diagnostic only: the actor observes that balance state too. It tells
+      # whether a policy that knows of the kick learns to catch it; the robot
+      # has no such input, so every player refuses the exported file.
+      actor_kick=False,
       reset=dict(
         xy_range=0.5,  # m, +-U spawn position
         joint_noise=0.05,  # rad, +-U around the home pose
@@ -287,6 +291,10 @@ class OpenDuckMiniV2Env(MjxEnv):
       raise configs.ConfigError(f"critic_dynamics must be true or false, got {config.critic_dynamics!r}")
     if not isinstance(config.get("critic_kick", False), bool):
       raise configs.ConfigError(f"critic_kick must be true or false, got {config.critic_kick!r}")
+    if not isinstance(config.get("actor_kick", False), bool):
+      raise configs.ConfigError(f"actor_kick must be true or false, got {config.actor_kick!r}")
+    if config.get("actor_kick", False) and not config.get("critic_kick", False):
+      raise configs.ConfigError("actor_kick=true needs critic_kick=true (the kick state the actor would observe)")
     self._kicks = KickSettings.of_config(config.push_config)
     if commands.walks(config.command_config):
       commands.single_axis_prob(config.command_config)  # refuses a share outside [0, 1]
@@ -331,7 +339,7 @@ class OpenDuckMiniV2Env(MjxEnv):
   @property
   def state_layout(self) -> ObservationLayout:
     """Layout of the actor observation `state` of this env."""
-    return observations.state_layout(self.observation_history)
+    return observations.state_layout(self.observation_history, bool(self._config.get("actor_kick", False)))
 
   # ---- Accessors required by MjxEnv.
 
@@ -480,6 +488,7 @@ class OpenDuckMiniV2Env(MjxEnv):
       history=info.get("obs_history"),
       dynamics=dynamics_params(self._ids, self.mjx_model) if self._config.get("critic_dynamics", False) else None,
       kick=self._kick_state(readings, info) if self._critic_kick else None,
+      actor_kick=bool(self._config.get("actor_kick", False)),
     )
     info = {**info, "imu_buffer": imu_buffer}
     if "obs_history" in info:
