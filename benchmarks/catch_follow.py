@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import KICK_ONLY_OVERRIDES
+from benchmarks.common import batched
 from benchmarks.common import emit
 from benchmarks.common import hold_command
 from benchmarks.common import kicked_qvel
@@ -66,8 +67,7 @@ def follow(
   from playground.open_duck_mini_v2.tasks.joystick import IMITATED_JOINTS
 
   legs = np.array(IMITATED_JOINTS)
-  reset = jax.jit(jax.vmap(env.reset))
-  step = jax.jit(jax.vmap(env.step))
+  reset, step = batched(env)
   targets = jax.jit(jax.vmap(reference.targets, in_axes=(None, None, 0)))
   if mirror is not None:
     mirrored = jax.jit(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -115,6 +116,14 @@ def build_env(env_name: str, task: str, overrides: list[str], preset: str = "ful
   env = runner.make_env(env_name, task, cfg.env_config)
   venv = vec_env.VecEnv(env, cfg.env_config.episode_length, runner.make_randomizer(env, cfg.env_config))
   return runner, env, venv, cfg
+
+
+@functools.cache
+def batched(env: Any) -> tuple[Callable, Callable]:
+  """An env's batched `reset` and `step`, jitted once per env object (several calls share the compilation)."""
+  import jax
+
+  return jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
 
 
 def time_call(fn: Callable[[], Any], repeats: int, warmup: int = 2) -> float:

@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import KICK_ONLY_OVERRIDES
+from benchmarks.common import batched
 from benchmarks.common import emit
 from benchmarks.common import hold_command
 from benchmarks.common import kicked_qvel
@@ -54,8 +55,7 @@ def signal(env, policy, mean, std, fields, directions, *, kick: float, envs: int
   import jax
   import jax.numpy as jp
 
-  reset = jax.jit(jax.vmap(env.reset))
-  step = jax.jit(jax.vmap(env.step))
+  reset, step = batched(env)
   quiet_steps = min(50, settle_steps)
   out = {}
   for direction in directions:

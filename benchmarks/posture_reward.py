@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import KICK_ONLY_OVERRIDES
+from benchmarks.common import batched
 from benchmarks.common import build_env
 from benchmarks.common import emit
 from benchmarks.common import hold_command
@@ -74,8 +75,7 @@ def posture_terms(env, policies: dict[str, object], envs: int, settle_steps: int
   import jax
   import jax.numpy as jp
 
-  reset = jax.jit(jax.vmap(env.reset))
-  step = jax.jit(jax.vmap(env.step))
+  reset, step = batched(env)
   out = {}
   for name, policy in policies.items():
     state = hold_command(reset(jax.random.split(jax.random.PRNGKey(seed), envs)), None)

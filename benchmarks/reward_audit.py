@@ -39,6 +39,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.common import KICK_ONLY_OVERRIDES
+from benchmarks.common import batched
 from benchmarks.common import build_env
 from benchmarks.common import emit
 from benchmarks.common import hold_command
@@ -150,8 +151,7 @@ def main() -> None:
   kinds = ["policy", "home pose", "collapse", *names]
   n_kinds = len(kinds)
   scenarios = [(c, d) for c in args.commands for d in args.directions]
-  reset = jax.jit(jax.vmap(env.reset))
-  step = jax.jit(jax.vmap(env.step))
+  reset, step = batched(env)
   dt = float(env.dt)
   state = reset(jax.random.split(jax.random.PRNGKey(0), len(scenarios)))
   # One copy of every state per kind from the start: identical copies stay
