@@ -125,6 +125,7 @@ def distill(
 
   from playground.common.runner import RunArgs
   from playground.common.train import vec_env
+  from playground.open_duck_mini_v2.model import observations
   from playground.open_duck_mini_v2.runner import OpenDuckMiniV2Runner
 
   record = teacher["record"]
@@ -138,7 +139,7 @@ def distill(
   s_apply = s_network.policy_network.apply
   t_norm, t_params = teacher["normalizer"], teacher["policy"]
   since_slice = env.state_layout.slices["since_kick"]
-  memory_steps = int(round(1.0 / float(env.dt)))  # KICK_MEMORY_S: since_kick reads 1 a second after a kick
+  memory_steps = int(round(observations.KICK_MEMORY_S / float(env.dt)))  # since_kick reads 1 from then on
 
   def student_obs(obs):
     return {"state": obs["state"][..., :RUNTIME_INPUTS]}
@@ -187,8 +188,8 @@ def distill(
     key, k_reset, k_roll = jax.random.split(key, 3)
     state, obs, target, since, fell, drivers = rollout(s_params, state, reset(k_reset), k_roll, beta)
     obs, target = np.asarray(obs).reshape(-1, obs.shape[-1]), np.asarray(target).reshape(-1, 14)
-    fresh = rng.permutation(len(obs))[:4096]
-    gap_fresh = float(loss_jit(s_params, obs[fresh], target[fresh]))  # on states it has not been fitted to
+    unseen = rng.permutation(len(obs))[:4096]
+    gap_fresh = float(loss_jit(s_params, obs[unseen], target[unseen]))  # on states it has not been fitted to
     data_obs.append(obs)
     data_target.append(target)
     all_obs = np.concatenate(data_obs)[-buffer:]
