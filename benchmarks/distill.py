@@ -24,6 +24,11 @@ alone: `beta` 0 or 1 envs). At the end the student is exported with the
 contract of the teacher's env without `actor_kick` (the runtime's 101
 inputs), checked against JAX as every export is, to `OUT/policy.onnx`, with
 `OUT/config.json` holding that env config so that the players take it.
+`OUT` is also a run directory: with a teacher checkpoint, the student is
+saved as a checkpoint at the teacher's step (the student's policy and
+normalizer, the teacher's critic), which `benchmarks.checkpoint_kicks`
+scores and `--restore_checkpoint_path OUT --restore_mode model` fine-tunes
+with PPO on the runtime's inputs.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import time
 from pathlib import Path
 
@@ -46,28 +52,11 @@ RUNTIME_INPUTS = 101
 
 
 def load_teacher(step_dir: Path) -> dict:
-  """The teacher's run record, network, normalizer and policy parameters."""
-  import orbax.checkpoint as ocp
-  from brax.training.acme import running_statistics
-  from ml_collections import config_dict
+  """The teacher as `distill` takes it, from a checkpoint (`checkpoint_policy.load_policy`)."""
+  from playground import checkpoint_policy
 
-  from playground.common.runs import checkpoints
-  from playground.common.runs import directories
-
-  step_dir = checkpoints.resolve(step_dir)
-  meta = checkpoints.read_meta(step_dir)
-  record = json.loads((step_dir.parent / directories.CONFIG_FILE).read_text())
-  env_cfg = config_dict.ConfigDict(record["env_config"])
-  ppo_cfg = config_dict.ConfigDict(record["ppo_config"])
-  shapes = {k: tuple(v) for k, v in meta["compat"]["observation_shapes"].items()}
-  with ocp.StandardCheckpointer() as checkpointer:
-    tree = checkpointer.restore(step_dir / checkpoints.STATE_DIR)
-  ts = tree["training_state"]
-  norm = ts["normalizer_params"]
-  normalizer = running_statistics.RunningStatisticsState(
-    count=norm["count"], mean=norm["mean"], summed_variance=norm["summed_variance"], std=norm["std"]
-  )
-  return make_teacher(record, env_cfg, ppo_cfg, int(meta["step"]), shapes, normalizer, ts["params"]["policy"])
+  p = checkpoint_policy.load_policy(step_dir)
+  return make_teacher(p.record, p.env_config, p.ppo_config, p.step, p.obs_shapes, p.normalizer, p.policy_params)
 
 
 def make_teacher(record: dict, env_cfg, ppo_cfg, step: int, shapes: dict, normalizer, policy_params) -> dict:
@@ -266,8 +255,37 @@ def export_student(teacher: dict, student: dict, out: Path) -> float:
     14,
     teacher["ppo_config"].activation,
   )
-  (out / "config.json").write_text(json.dumps({**record, "env_config": env_cfg.to_dict(), "distilled_from": True}))
+  ppo_cfg = teacher["ppo_config"].to_dict()
+  (out / "config.json").write_text(
+    json.dumps({**record, "env_config": env_cfg.to_dict(), "ppo_config": ppo_cfg, "distilled_from": True})
+  )
   return diff
+
+
+def save_student_checkpoint(teacher_dir: Path, teacher: dict, student: dict, out: Path) -> Path:
+  """Writes the student as a checkpoint of run directory `out` (see the module); returns its step directory.
+
+  The teacher's critic (its value network and the normalizer's privileged entries) is kept as it is:
+  the student's run observes the same privileged state.
+  """
+  import jax
+
+  from playground.common.runs import checkpoints
+
+  teacher_dir = checkpoints.resolve(teacher_dir)
+  meta = checkpoints.read_meta(teacher_dir)
+  value = checkpoints.read_parts(teacher_dir, ["training_state/params/value"])["training_state/params/value"]
+  tree = {
+    "training_state": {
+      "params": {"policy": jax.tree_util.tree_map(np.asarray, student["params"]), "value": value},
+      "normalizer_params": student["normalizer"],
+    }
+  }
+  shapes = dict(meta["compat"]["observation_shapes"])
+  shapes["state"] = [RUNTIME_INPUTS]
+  meta = {**meta, "compat": {**meta["compat"], "observation_shapes": shapes}, "distilled_from": str(teacher_dir)}
+  shutil.rmtree(out / checkpoints.step_dir_name(teacher["step"]), ignore_errors=True)  # a student distilled again
+  return checkpoints.save(out, teacher["step"], tree, meta)
 
 
 def main() -> None:
@@ -285,9 +303,11 @@ def main() -> None:
   logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
   if not args.teacher.exists():
     raise SystemExit(f"error: no such checkpoint or run: {args.teacher}")
+  from playground.common.runs import checkpoints
+
   try:
     teacher = load_teacher(args.teacher)
-  except (ValueError, OSError) as e:
+  except (ValueError, OSError, checkpoints.CheckpointError) as e:
     raise SystemExit(f"error: {e}") from None
   student = distill(
     teacher,
@@ -300,11 +320,13 @@ def main() -> None:
     fresh=args.fresh,
   )
   diff = export_student(teacher, student, args.out)
+  step_dir = save_student_checkpoint(args.teacher, teacher, student, args.out)
   emit(
     {
       "benchmark": "distill",
       "teacher": str(args.teacher),
       "out": str(args.out / "policy.onnx"),
+      "checkpoint": str(step_dir),
       "export_parity_gap": diff,
       "iterations": student["history"],
       "machine": machine(),

@@ -61,7 +61,6 @@ def play_kicked(path: Path, commands: list[float], *, episodes: int, duration: f
   from playground.common.evaluation.scorecard import Command
   from playground.open_duck_mini_v2.evaluation import player
   from playground.open_duck_mini_v2.evaluation import policy_io
-  from playground.open_duck_mini_v2.model import constants
 
   policy_path, env_config, _ = policy_io.resolve_policy(path)
   metadata = policy_io.read_metadata(policy_path)
@@ -89,12 +88,9 @@ def play_kicked(path: Path, commands: list[float], *, episodes: int, duration: f
       # A kick applied after step t first shows in the observation acted on at t + 2.
       since[run, t] = np.where(last_kick[run] > -(10**8), t - (last_kick[run] + 2), -1)
       head_deg[run, t] = np.degrees(heading[run])
-      root = view.models[0].body(constants.ROOT_BODY).id
       for i in np.flatnonzero(run & (next_kick == t)):
-        x_axis = view.datas[i].xmat[root].reshape(3, 3)[:, 0]
         heading[i] = rng.uniform(-np.pi, np.pi)
-        world = heading[i] + np.arctan2(x_axis[1], x_axis[0])
-        view.datas[i].qvel[0:2] += kick * np.array([np.cos(world), np.sin(world)])
+        view.kick(i, heading[i], kick)
         last_kick[i] = t
         next_kick[i] = t + int(round(rng.uniform(*interval) / dt))
 

@@ -8,8 +8,8 @@ the ground decides a walking duck's sideways recovery), in a fixed direction
 relative to the trunk's heading at that moment (0 deg: forward, 90: to the
 left), and counts the episodes that fall within `--after` seconds.
 Randomization, noise and delays
-are on (the scorecard's conditions); the same seeds draw the same models for
-every direction and strength. Prints, per command, the fall share by
+are on (the scorecard's conditions); every episode draws its own randomized
+model. Prints, per command, the fall share by
 direction and strength, by strength and gait phase at the kick (the fraction
 of a gait period since the episode's start, pooled over directions), the
 fall causes, the mean time from kick to fall, and how far the trunk leans
@@ -116,7 +116,6 @@ def main() -> None:
   from playground.common.evaluation.scorecard import Command
   from playground.open_duck_mini_v2.evaluation import player
   from playground.open_duck_mini_v2.evaluation import policy_io
-  from playground.open_duck_mini_v2.model import constants
 
   policy_path, env_config, _ = policy_io.resolve_policy(Path(args.path))
   metadata = policy_io.read_metadata(policy_path)
@@ -145,12 +144,9 @@ def main() -> None:
     now = view.running & (kick_step == view.t + 1)
     if not now.any():
       return
-    root = view.models[0].body(constants.ROOT_BODY).id
     for i in np.flatnonzero(now):
-      x_axis = view.datas[i].xmat[root].reshape(3, 3)[:, 0]
+      x_axis = view.kick(i, heading_angle[i], strength[i])
       lean[i] = np.degrees(np.arcsin(np.clip(-x_axis[2], -1.0, 1.0)))
-      world = heading_angle[i] + np.arctan2(x_axis[1], x_axis[0])
-      view.datas[i].qvel[0:2] += strength[i] * np.array([np.cos(world), np.sin(world)])
       kicked[i] = True
 
   played = player.play(policy, metadata["env"], metadata.get("task") or "flat_terrain", config, metadata, episodes,

@@ -19,8 +19,14 @@ CACHE_DIR = REPO_ROOT / ".tmp" / "jax_cache"
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 os.environ.setdefault("PLAYGROUND_JAX_CACHE", str(CACHE_DIR))
 
-import jax  # noqa: E402
+from helpers import FAST_COMPILE_XLA_FLAGS  # noqa: E402
 from helpers import run_cli  # noqa: E402
+
+# The test processes compile as their subprocesses do (`helpers.subprocess_env`):
+# tests are compile-bound, and the same flags let them share cache entries.
+os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {FAST_COMPILE_XLA_FLAGS}".strip()
+
+import jax  # noqa: E402
 
 CACHE_DIR.mkdir(parents=True, exist_ok=True)
 jax.config.update("jax_compilation_cache_dir", str(CACHE_DIR))

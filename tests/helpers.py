@@ -27,7 +27,9 @@ def subprocess_env(fast_compile=True, **extra):
   An `XLA_FLAGS` in `extra` is added to (not replacing) the fast-compile flags.
   """
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  flags = [env.get("XLA_FLAGS", ""), extra.pop("XLA_FLAGS", "")]
+  # The test process's own flags, less the fast-compile ones (which conftest adds to it).
+  inherited = env.get("XLA_FLAGS", "").replace(FAST_COMPILE_XLA_FLAGS, "").strip()
+  flags = [inherited, extra.pop("XLA_FLAGS", "")]
   if fast_compile:
     flags.append(FAST_COMPILE_XLA_FLAGS)
   env.update(extra)

@@ -70,3 +70,26 @@ def test_a_teacher_that_sees_the_kick_is_distilled_into_a_file_the_players_take(
   policy_io.check_contract(metadata, env.ids.home_ctrl, float(env_cfg.ctrl_dt))  # no ScoreError
   _, env_config, _ = policy_io.resolve_policy(out / "policy.onnx")
   assert env_config["actor_kick"] is False and env_config["critic_kick"] is True
+
+  # The student as a checkpoint: its policy and normalizer on the 101 inputs, the teacher's critic;
+  # `checkpoint_policy` (the exporter, `checkpoint_kicks`) loads it as a run of the runtime's inputs.
+  from playground import checkpoint_policy
+  from playground.common.runs import checkpoints
+
+  value = network.value_network.init(jax.random.PRNGKey(4))
+  compat = {"observation_shapes": {k: list(v) for k, v in shapes.items()}, "action_size": 14}
+  teacher_dir = checkpoints.save(
+    tmp_path / "teacher",
+    0,
+    {"training_state": {"params": {"policy": params, "value": value}}},
+    {"compat": compat, "step": 0},
+  )
+  step_dir = distill.save_student_checkpoint(teacher_dir, teacher, student, out)
+  loaded = checkpoint_policy.load_policy(out)
+  assert loaded.step_dir == step_dir and loaded.obs_shapes["state"] == (101,)
+  assert loaded.env_config.actor_kick is False and loaded.normalizer.mean["state"].shape == (101,)
+  for got, want in zip(jax.tree_util.tree_leaves(loaded.policy_params), jax.tree_util.tree_leaves(student["params"])):
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+  saved_value = checkpoints.read_parts(step_dir, ["training_state/params/value"])["training_state/params/value"]
+  for got, want in zip(jax.tree_util.tree_leaves(saved_value), jax.tree_util.tree_leaves(value)):
+    np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -244,3 +244,71 @@ def test_kick_detect_stacks_frames_newest_first_and_ranks_scores():
   assert kick_detect.auc(np.array([2.0, 3.0]), np.array([0.0, 1.0])) == 1.0
   assert kick_detect.auc(np.array([0.0, 1.0]), np.array([2.0, 3.0])) == 0.0
   assert kick_detect.auc(np.array([1.0, 1.0]), np.array([1.0, 1.0])) == 0.5
+
+
+def test_a_kick_injected_by_checkpoint_kicks_is_the_envs_own_kick():
+  """`benchmarks.checkpoint_kicks` kicks through the env's own kick state, so that a policy that
+  observes the kick (`actor_kick`) sees it: after one step, a kick it injects leaves the same trunk
+  velocity, actor and critic observations and kick bookkeeping as the env's own kick of that velocity."""
+  from benchmarks.checkpoint_kicks import inject_kick
+
+  config = joystick.default_config()
+  config.critic_kick = True
+  config.actor_kick = True
+  config.push_config.interval_range = (1000.0, 1000.0)  # the env's own kick fires only when told below
+  config.push_config.magnitude_range = (0.4, 0.4)
+  env = joystick.Joystick(config=config)
+  reset, step = jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
+  start = reset(jax.random.split(jax.random.PRNGKey(4), 1))
+  zeros = jp.zeros((1, env.action_size))
+  own = step(start.replace(info={**start.info, "push_timer": jp.ones(1, jp.int32)}), zeros)
+  kick = np.asarray(own.info["last_kick"][0])
+  assert np.linalg.norm(kick) == pytest.approx(0.4, abs=1e-6)
+  heading = float(kicks.heading(start.data.qpos[0, 3:7]))
+  angle = math.atan2(kick[1], kick[0]) - heading
+  injected = step(inject_kick(start, jp.array([True]), jp.array([angle]), jp.array([0.4])), zeros)
+  for got, want in (
+    (injected.data.qvel, own.data.qvel),
+    (injected.obs["state"], own.obs["state"]),
+    (injected.obs["privileged_state"], own.obs["privileged_state"]),
+    (injected.info["last_kick"], own.info["last_kick"]),
+  ):
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=1e-5)
+  assert int(injected.info["since_push"][0]) == int(own.info["since_push"][0]) == 0
+  # The actor's kick block (its inputs after the runtime's 101) shows it at once, in the heading frame.
+  block = np.asarray(injected.obs["state"][0, 101:104])
+  assert np.linalg.norm(block[:2]) == pytest.approx(0.4, abs=1e-5) and block[2] == 0.0
+  # Where no kick is due, nothing changes.
+  idle = inject_kick(start, jp.array([False]), jp.array([angle]), jp.array([0.4]))
+  for a, b in zip(jax.tree_util.tree_leaves(idle), jax.tree_util.tree_leaves(start), strict=True):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_checkpoint_kicks_grid_kicks_each_cell_at_spread_phases_and_counts_falls_after_the_kick_only():
+  from benchmarks.checkpoint_kicks import COMMANDS
+  from benchmarks.checkpoint_kicks import kick_protocol
+  from benchmarks.checkpoint_kicks import summarize
+
+  grid = kick_protocol(seeds=2, directions=4, magnitudes=[0.5, 0.35], kick_at=2.0, period=0.5, dt=0.02)
+  n = len(COMMANDS) * 4 * 2 * 2
+  assert all(len(v) == n for v in grid.values())
+  assert grid["command"][: n // 2].tolist() == [0] * (n // 2)  # command-major
+  np.testing.assert_allclose(np.unique(grid["kick_s"]), [2.0, 2.25])  # seed s at s / seeds of a period
+  assert np.unique(grid["kick_step"]).tolist() == [100, 112]
+  # Every fall 0.5 s after its kick, but only standing kicks straight back (180 deg) at 0.5 m/s count;
+  # one walking episode falls before its kick; the rest never fall (fell_at == steps).
+  steps = 400
+  fell_at = np.full(n, steps)
+  back = (grid["command"] == 0) & (grid["angle_deg"] == 180.0) & (grid["strength"] == 0.5)
+  fell_at[back] = grid["kick_step"][back] + 24
+  early = np.flatnonzero(grid["command"] == 1)[0]
+  fell_at[early] = 50
+  late = np.flatnonzero((grid["command"] == 1) & ~np.isin(np.arange(n), [early]))[0]
+  fell_at[late] = grid["kick_step"][late] + 150  # 3 s after: outside --after 3 s (150 steps)
+  out = summarize(grid, fell_at, after_steps=150, period=0.5, dt=0.02)
+  assert out["falls_before_kick"] == 1
+  stand, walk = out["commands"]["stand"], out["commands"]["forward_0.1"]
+  assert stand["fall_share_by_strength"] == {"0.35": 0.0, "0.5": 0.25}  # 2 of 8 episodes at 0.5 m/s
+  assert stand["fall_share_by_strength_and_direction_deg"]["0.5"] == {"0": 0.0, "90": 0.0, "180": 1.0, "270": 0.0}
+  assert stand["mean_s_kick_to_fall"] == pytest.approx(0.5)
+  assert walk["fall_share_by_strength"] == {"0.35": 0.0, "0.5": 0.0} and walk["mean_s_kick_to_fall"] is None

@@ -222,6 +222,15 @@ class StepView:
   command: np.ndarray
   running: np.ndarray
 
+  def kick(self, i: int, angle_rad: float, strength: float) -> np.ndarray:
+    """Kicks episode `i`'s trunk: its velocity changes by `strength` m/s horizontally, `angle_rad`
+    from the trunk's heading (0: its front, pi/2: its left). Returns the trunk's x axis (world) at the kick."""
+    data = self.datas[i]
+    x_axis = data.xmat[self.models[i].body(constants.ROOT_BODY).id].reshape(3, 3)[:, 0].copy()
+    world = angle_rad + np.arctan2(x_axis[1], x_axis[0])
+    data.qvel[0:2] += strength * np.array([np.cos(world), np.sin(world)])
+    return x_axis
+
 
 def play(
   policy: Callable[[np.ndarray], np.ndarray],
