@@ -9,16 +9,20 @@ which no untrained or random policy does, so the test cannot pass by chance.
 """
 
 import pytest
+from helpers import CARTPOLE
+from helpers import run_cli
 
-from playground.cartpole.runner import CartpoleRunner
-from playground.common.runner import RunArgs
 from playground.common.runs.tensorboard import read_scalars
 
 
 @pytest.mark.slow
 def test_cartpole_balance_reaches_a_learned_return(tmp_path):
-  args = RunArgs(env="balance", task="default", preset="quick", output_dir=str(tmp_path), exp_name="cartpole")
-  assert CartpoleRunner(args).run() == 0
+  # The CLI as users run it, compiled for speed of execution (3M steps: not compile-bound).
+  result = run_cli(
+    "--env", "balance", "--preset", "quick", "--output_dir", tmp_path, "--exp_name", "cartpole",
+    script=CARTPOLE, fast_compile=False, timeout=1200,
+  )  # fmt: skip
+  assert result.returncode == 0, result.stderr[-3000:]
   evals = read_scalars(tmp_path / "cartpole")["eval/episode_reward"]
   steps = [s for s, _ in evals]
   assert steps[0] == 0 and steps[-1] >= 3_000_000
