@@ -19,9 +19,10 @@ strength, `--seeds` episodes kicked once at `--kick_at` s plus seed / seeds
 of a gait period, counted as falls when the env terminates within
 `--after` s of the kick. Randomization, sensor noise and delays are the
 run's (as it trained); every episode draws its own randomized model and
-start (from `--seed`), as in push_directions. A checkpoint that a player can also run (the runtime's 101
-inputs) scores here and in push_directions on its file: two independent
-paths, whose fall shares should agree within the seeds' noise.
+start (from `--seed`), as in push_directions. A checkpoint that a player
+can also run (the runtime's 101 inputs) scores here and in push_directions
+on its file: two independent paths, whose fall shares should agree within
+the seeds' noise.
 """
 
 from __future__ import annotations
@@ -34,12 +35,7 @@ import numpy as np
 
 from benchmarks.common import emit
 from benchmarks.common import machine
-
-logger = logging.getLogger("playground")
-
-#: Commands played: name -> (vx, vy, yaw_rate), as `push_directions`.
-COMMANDS = {"stand": (0.0, 0.0, 0.0), "forward_0.1": (0.1, 0.0, 0.0)}
-
+from benchmarks.push_directions import COMMANDS
 
 #: The env settings held while playing (where the run's config has them): the
 #: env's own kicks never fire (nor grow), and the clock runs at its nominal rate.
@@ -100,20 +96,16 @@ def inject_kick(state, now, angle_rad, strength):
   return state.replace(data=state.data.replace(qvel=state.data.qvel.at[:, 0:2].add(kick)), info=info)
 
 
-def play(
-  policy, env_overrides: list[tuple[str, str]], grid: dict[str, np.ndarray], steps: int, seed: int = 0
-) -> np.ndarray:
-  """Plays the grid; returns each episode's first terminated step (`steps` where none)."""
+def play(policy, env_cfg, grid: dict[str, np.ndarray], steps: int, seed: int = 0) -> np.ndarray:
+  """Plays the grid in env config `env_cfg`; returns each episode's first terminated step (`steps` where none)."""
   import jax
   import jax.numpy as jp
 
   from benchmarks.common import hold_command
-  from playground.common import configs
   from playground.common.runs.arguments import RunArgs
   from playground.common.train import vec_env
 
   record = policy.record
-  env_cfg = configs.apply_overrides(policy.env_config, env_overrides)
   runner = policy.runner_cls(RunArgs(env=record["env"], task=record["task"]))
   env = runner.make_env(record["env"], record["task"], env_cfg)
   randomizer = runner.make_randomizer(env, env_cfg)
@@ -199,19 +191,18 @@ def main() -> None:
     policy = checkpoint_policy.load_policy(args.checkpoint)
   except (OSError, checkpoints.CheckpointError) as e:
     raise SystemExit(f"error: {e}") from None
-  held = dict(FIXED_SETTINGS)
   known = configs.flatten(policy.env_config)
   try:
-    env_overrides = [(k, v) for k, v in held.items() if k in known] + configs.parse_overrides(args.overrides)
-    configs.apply_overrides(policy.env_config, env_overrides)
+    held = [(k, v) for k, v in FIXED_SETTINGS.items() if k in known]
+    env_cfg = configs.apply_overrides(policy.env_config, held + configs.parse_overrides(args.overrides))
   except configs.ConfigError as e:
     raise SystemExit(f"error: {e}") from None
-  dt = float(policy.env_config.ctrl_dt)
-  period = 1.0 / float(policy.env_config.gait_frequency)
+  dt = float(env_cfg.ctrl_dt)
+  period = 1.0 / float(env_cfg.gait_frequency)
   grid = kick_protocol(args.seeds, args.directions, args.magnitudes, args.kick_at, period, dt)
   after_steps = int(round(args.after / dt))
   steps = int(grid["kick_step"].max()) + after_steps
-  fell_at = play(policy, env_overrides, grid, steps, args.seed)
+  fell_at = play(policy, env_cfg, grid, steps, args.seed)
   emit(
     {
       "benchmark": "checkpoint_kicks",
